@@ -1,0 +1,13 @@
+"""minixla: an educational, working XLA-style compiler for array programs.
+
+Pipeline: Python fn --trace--> jaxpr --lower--> HLO --passes--> optimized HLO --backend--> executable.
+``minixla.make_jaxpr`` shows the jaxpr, ``minixla.jit(f).lower(*args).as_text()`` the HLO,
+``.compile().as_text()`` the optimized HLO; ``minixla.jit(f)(*args)`` runs it.
+"""
+from minixla.core.tracing import make_jaxpr
+from minixla.core.avals import ShapedArray
+from minixla.core import errors
+from minixla.jit import jit, Lowered, Compiled
+from minixla import lax, numpy
+
+__all__ = ["make_jaxpr", "jit", "lax", "numpy", "errors", "ShapedArray", "Lowered", "Compiled"]

@@ -1,0 +1,1 @@
+"""Backends: turn an optimized ``HloModule`` into something callable."""

@@ -1,0 +1,118 @@
+"""The hand-off backend: replay an optimized ``HloModule`` as ``jax.lax`` calls under ``jax.jit``.
+
+Real XLA then compiles it for whatever device JAX runs on (CPU, GPU or TPU). Each HLO opcode
+maps to the ``jax.lax`` function with the same semantics (``jax_rules``); a ``fusion`` is
+replayed by evaluating its fused computation inline, so XLA sees the same dataflow and is
+free to fuse it again its own way.
+"""
+from __future__ import annotations
+
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from minixla.core import errors
+from minixla.hlo.lowering import parse_dim_labels
+
+#: HLO opcode -> fn(instr, *operand_values) -> value
+jax_rules: dict = {}
+
+_SIMPLE = {
+    "add": lax.add, "subtract": lax.sub, "multiply": lax.mul, "divide": lax.div,
+    "maximum": lax.max, "minimum": lax.min, "and": lax.bitwise_and, "or": lax.bitwise_or,
+    "negate": lax.neg, "abs": lax.abs, "sign": lax.sign, "floor": lax.floor, "ceil": lax.ceil,
+    "exponential": lax.exp, "log": lax.log, "tanh": lax.tanh, "logistic": lax.logistic,
+    "sqrt": lax.sqrt, "rsqrt": lax.rsqrt, "not": lax.bitwise_not, "power": lax.pow,
+}
+for _op, _fn in _SIMPLE.items():
+    jax_rules[_op] = (lambda fn: lambda instr, *xs: fn(*xs))(_fn)
+
+_COMPARE = {"EQ": lax.eq, "NE": lax.ne, "LT": lax.lt, "LE": lax.le, "GT": lax.gt, "GE": lax.ge}
+jax_rules["compare"] = lambda instr, a, b: _COMPARE[instr.attrs["direction"]](a, b)
+jax_rules["select"] = lambda instr, p, t, f: lax.select(p, t, f)
+jax_rules["convert"] = lambda instr, x: lax.convert_element_type(x, instr.shape.dtype)
+jax_rules["broadcast"] = lambda instr, x: lax.broadcast_in_dim(x, instr.shape.dims, instr.attrs["dimensions"])
+jax_rules["reshape"] = lambda instr, x: lax.reshape(x, instr.shape.dims)
+jax_rules["transpose"] = lambda instr, x: lax.transpose(x, instr.attrs["dimensions"])
+jax_rules["slice"] = lambda instr, x: lax.slice(x, *map(list, zip(*instr.attrs["slice"]))) \
+    if instr.attrs["slice"] else x
+jax_rules["iota"] = lambda instr: lax.broadcasted_iota(instr.shape.dtype, instr.shape.dims,
+                                                      instr.attrs["iota_dimension"])
+jax_rules["constant"] = lambda instr: jnp.asarray(instr.literal)
+jax_rules["tuple"] = lambda instr, *xs: tuple(xs)
+
+_REDUCERS = {"add": lax.add, "maximum": lax.max, "minimum": lax.min}
+
+
+def _reduce(instr, x, init):
+    reducer = _REDUCERS[instr.called[0].root.opcode]
+    return lax.reduce(x, init, reducer, instr.attrs["dimensions"])
+
+
+jax_rules["reduce"] = _reduce
+
+
+def _dot(instr, a, b):
+    a_ = instr.attrs
+    dn = ((a_["lhs_contracting_dims"], a_["rhs_contracting_dims"]), (a_["lhs_batch_dims"], a_["rhs_batch_dims"]))
+    return lax.dot_general(a, b, dn, precision=lax.Precision.HIGHEST, preferred_element_type=instr.shape.dtype)
+
+
+jax_rules["dot"] = _dot
+
+
+def _conv(instr, lhs, rhs):
+    w = instr.attrs["window"]
+    dn = lax.ConvDimensionNumbers(*parse_dim_labels(instr.attrs["dim_labels"]))
+    return lax.conv_general_dilated(lhs, rhs, w["stride"], w["pad"], w["lhs_dilate"], w["rhs_dilate"],
+                                    dimension_numbers=dn,
+                                    feature_group_count=instr.attrs.get("feature_group_count", 1),
+                                    precision=lax.Precision.HIGHEST,
+                                    preferred_element_type=instr.shape.dtype)
+
+
+jax_rules["convolution"] = _conv
+jax_rules["fusion"] = lambda instr, *xs: evaluate_computation(instr.fused_computation, xs)
+
+
+def evaluate_computation(comp, args):
+    """Evaluate ``comp`` on ``args`` (one per parameter) with ``jax.lax``; returns the root's value."""
+    env = {}
+    for instr in comp.instructions:
+        if instr.opcode == "parameter":
+            env[instr] = args[instr.parameter_number]
+            continue
+        rule = jax_rules.get(instr.opcode)
+        if rule is None:
+            raise errors.UnsupportedError(f"jax backend: no rule for HLO opcode '{instr.opcode}'")
+        env[instr] = rule(instr, *[env[o] for o in instr.operands])
+    return env[comp.root]
+
+
+class JaxExecutable:
+    """A module compiled by real XLA through ``jax.jit``. Call with numpy arrays; returns a list."""
+
+    def __init__(self, module):
+        self.module = module
+        entry = module.entry
+        self.n_outputs = len(entry.root.operands) if entry.root.opcode == "tuple" else 1
+
+        def run(*args):
+            out = evaluate_computation(entry, args)
+            return list(out) if entry.root.opcode == "tuple" else [out]
+        specs = [jax.ShapeDtypeStruct(p.shape.dims, p.shape.dtype) for p in entry.parameters]
+        t0 = time.perf_counter()
+        self._compiled = jax.jit(run).lower(*specs).compile()
+        self.compile_ms = (time.perf_counter() - t0) * 1e3
+
+    def __call__(self, *args):
+        return [np.asarray(x) for x in self._compiled(*args)]
+
+
+def compile_module(module, assignment=None) -> JaxExecutable:
+    """Backend entry point (same signature as the LLVM backend's; the buffer assignment is unused:
+    XLA does its own)."""
+    return JaxExecutable(module)

@@ -1,0 +1,122 @@
+"""Abstract values: what the tracer knows about an array without its data.
+
+Mirrors ``jax/_src/core.py``'s ``ShapedArray``: a shape, a dtype and a ``weak_type`` flag.
+A weak type marks a value that came from a Python scalar (``x + 1.0``); it takes the
+dtype of whatever it is combined with, exactly as in JAX.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from jax import dtypes as jax_dtypes
+
+#: JAX's short dtype names, used by the jaxpr printer.
+_SHORT_NAMES = {
+    "float64": "f64", "float32": "f32", "float16": "f16", "bfloat16": "bf16",
+    "int64": "i64", "int32": "i32", "int16": "i16", "int8": "i8",
+    "uint64": "u64", "uint32": "u32", "uint16": "u16", "uint8": "u8",
+    "bool": "bool", "complex64": "c64", "complex128": "c128",
+}
+
+
+def short_dtype_name(dtype) -> str:
+    """``float32 -> 'f32'`` as JAX prints it in a jaxpr."""
+    return _SHORT_NAMES[np.dtype(dtype).name]
+
+
+def canonicalize_dtype(dtype) -> np.dtype:
+    """The dtype JAX would really use (float64 -> float32 unless x64 is enabled)."""
+    return np.dtype(jax_dtypes.canonicalize_dtype(dtype))
+
+
+@dataclass(frozen=True)
+class ShapedArray:
+    """Abstract value of an array: ``shape`` (tuple of ints), ``dtype`` (numpy dtype), ``weak_type``.
+
+    Mirrors ``jax.core.ShapedArray``. Printed as JAX does: ``f32[8,3]``.
+    """
+    shape: tuple
+    dtype: np.dtype
+    weak_type: bool = False
+
+    def __post_init__(self):
+        object.__setattr__(self, "shape", tuple(int(d) for d in self.shape))
+        object.__setattr__(self, "dtype", np.dtype(self.dtype))
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.dtype.itemsize
+
+    def str_short(self) -> str:
+        return f"{short_dtype_name(self.dtype)}[{','.join(map(str, self.shape))}]"
+
+    def update(self, **kw) -> "ShapedArray":
+        fields = dict(shape=self.shape, dtype=self.dtype, weak_type=self.weak_type)
+        fields.update(kw)
+        return ShapedArray(**fields)
+
+    def __repr__(self):
+        weak = ", weak_type=True" if self.weak_type else ""
+        return f"ShapedArray({self.str_short()}{weak})"
+
+
+class WeakScalar:
+    """A concrete scalar that keeps JAX's weak type after promotion (``int32_array + 1.5``
+    promotes 1.5 to a *weak* f32). Becomes a weakly-typed ``Literal`` in the jaxpr."""
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value  # a numpy scalar of the promoted dtype
+
+    @property
+    def shape(self):
+        return ()
+
+    @property
+    def dtype(self):
+        return self.value.dtype
+
+    def __array__(self, dtype=None, copy=None):
+        return np.asarray(self.value, dtype)
+
+
+def get_aval(x) -> ShapedArray:
+    """Abstract value of a concrete Python/numpy/JAX value (Python scalars are weakly typed)."""
+    from minixla.core.tracing import Tracer  # local: tracing imports this module
+    if isinstance(x, Tracer):
+        return x.aval
+    if isinstance(x, (bool, int, float, complex)) and not isinstance(x, np.generic):
+        dtype = canonicalize_dtype(jax_dtypes.result_type(type(x)))
+        return ShapedArray((), dtype, weak_type=not isinstance(x, bool))
+    if isinstance(x, WeakScalar):
+        return ShapedArray((), x.value.dtype, weak_type=True)
+    if hasattr(x, "shape") and hasattr(x, "dtype"):
+        weak = bool(getattr(x, "weak_type", False))
+        return ShapedArray(tuple(x.shape), canonicalize_dtype(x.dtype), weak)
+    raise TypeError(f"Value {x!r} of type {type(x).__name__} is not a valid minixla type")
+
+
+def promote_types(*avals: ShapedArray):
+    """JAX's type promotion over avals: returns ``(dtype, weak_type)``.
+
+    Delegates to ``jax.dtypes.result_type`` so the lattice (weak types included) is JAX's own.
+    A weakly-typed aval is passed to JAX as its Python type (``int``, ``float``, ...).
+    """
+    args = []
+    for a in avals:
+        if a.weak_type:
+            kind = a.dtype.kind
+            args.append({"b": bool, "i": int, "u": int, "f": float, "c": complex}.get(kind, a.dtype))
+        else:
+            args.append(a.dtype)
+    dtype, weak = jax_dtypes.result_type(*args, return_weak_type_flag=True)
+    return canonicalize_dtype(dtype), bool(weak)

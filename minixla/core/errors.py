@@ -1,0 +1,60 @@
+"""minixla's exceptions. They subclass the builtin JAX raises in the same situation
+(``TypeError`` for dtype and tracer misuse, ``ValueError`` for shapes), so user code that
+catches JAX's errors catches ours. Messages name the op, the shapes and the user's line."""
+from __future__ import annotations
+
+import os
+import sys
+
+import minixla
+
+_PKG_DIR = os.path.dirname(os.path.abspath(minixla.__file__))
+
+
+class MinixlaError(Exception):
+    """Base class of every error minixla raises on purpose."""
+
+
+class ShapeError(MinixlaError, ValueError):
+    """Operand shapes do not fit the op (mirrors the ``TypeError``/``ValueError`` of ``jax.lax``)."""
+
+
+class DTypeError(MinixlaError, TypeError):
+    """Operand dtypes do not fit the op, or a dtype is not supported."""
+
+
+class ConcretizationTypeError(MinixlaError, TypeError):
+    """A traced value was used where a concrete Python value is needed (``jax.errors``)."""
+
+
+class TracerBoolConversionError(ConcretizationTypeError):
+    """``if x > 0:`` on a traced value (``jax.errors.TracerBoolConversionError``)."""
+
+
+class TracerIntegerConversionError(ConcretizationTypeError):
+    """``int(x)`` or ``range(x)`` on a traced value (``jax.errors.TracerIntegerConversionError``)."""
+
+
+class UnsupportedError(MinixlaError, NotImplementedError):
+    """The op or dtype exists in JAX but minixla's backend does not implement it yet."""
+
+
+def user_frame():
+    """The innermost stack frame outside minixla's own package: the user's line."""
+    f = sys._getframe(1)
+    while f is not None:
+        fname = os.path.abspath(f.f_code.co_filename)
+        inside = fname.startswith(_PKG_DIR + os.sep)
+        internal = "/jax/" in fname or "/jax_" in fname or fname.startswith("<frozen")
+        if not inside and not internal:
+            return f
+        f = f.f_back
+    return None
+
+
+def user_source_line() -> str:
+    """``'file.py:12 (fn)'`` for the user's line that is running now, or ``'<unknown>'``."""
+    f = user_frame()
+    if f is None:
+        return "<unknown>"
+    return f"{f.f_code.co_filename}:{f.f_lineno} ({f.f_code.co_name})"

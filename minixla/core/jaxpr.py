@@ -1,0 +1,167 @@
+"""The jaxpr: a typed, first-order program in A-normal form, as in ``jax/_src/core.py``.
+
+A ``Jaxpr`` has input variables, constant variables (closed-over arrays), a list of
+equations ``outvars = primitive[params] invars`` and output atoms. ``ClosedJaxpr`` pairs a
+jaxpr with the values of its constvars. The printer follows JAX's layout:
+``{ lambda ; a:f32[8,3] b:f32[3]. let c:f32[8,3] = add a b in (c,) }``.
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from minixla.core.avals import ShapedArray, short_dtype_name
+
+
+class Var:
+    """A jaxpr variable: an abstract value and an identity (its name is given when printed)."""
+    _ids = itertools.count()
+
+    def __init__(self, aval: ShapedArray):
+        self.aval = aval
+        self.id = next(Var._ids)
+
+    def __repr__(self):
+        return f"Var({self.id}:{self.aval.str_short()})"
+
+
+class Literal:
+    """A scalar constant written inline in an equation, e.g. ``1.0:f32[]``."""
+
+    def __init__(self, value, aval: ShapedArray):
+        self.value = value
+        self.aval = aval
+
+    def __repr__(self):
+        return f"Literal({self.value})"
+
+    def pretty(self) -> str:
+        v = np.asarray(self.value).item()
+        if isinstance(v, bool):
+            text = str(v)
+        elif isinstance(v, float):
+            text = repr(v)
+        else:
+            text = str(v)
+        return f"{text}:{self.aval.str_short()}"
+
+
+@dataclass
+class SourceInfo:
+    """Where in the user's program an equation came from (file, line, function)."""
+    filename: str
+    lineno: int
+    function: str
+
+    def __str__(self):
+        return f"{self.filename}:{self.lineno} ({self.function})"
+
+
+@dataclass
+class JaxprEqn:
+    """One equation: ``outvars = primitive[params] invars``."""
+    primitive: "Primitive"  # noqa: F821 (defined in primitive.py)
+    invars: list
+    outvars: list
+    params: dict
+    source_info: SourceInfo | None = None
+
+
+@dataclass
+class Jaxpr:
+    """``{ lambda constvars ; invars. let eqns in (outvars,) }``."""
+    constvars: list
+    invars: list
+    eqns: list
+    outvars: list
+
+    def __str__(self):
+        return pp_jaxpr(self)
+
+    def pretty_print(self) -> str:
+        return pp_jaxpr(self)
+
+
+@dataclass
+class ClosedJaxpr:
+    """A jaxpr together with the values of its constvars (``consts``)."""
+    jaxpr: Jaxpr
+    consts: list = field(default_factory=list)
+
+    @property
+    def in_avals(self):
+        return [v.aval for v in self.jaxpr.invars]
+
+    @property
+    def out_avals(self):
+        return [v.aval for v in self.jaxpr.outvars]
+
+    @property
+    def eqns(self):
+        return self.jaxpr.eqns
+
+    def __str__(self):
+        return pp_jaxpr(self.jaxpr)
+
+    def __repr__(self):
+        return str(self)
+
+
+# ---------------------------------------------------------------------------------------
+# Printing, in JAX's layout.
+
+def _var_names():
+    """a, b, ..., z, ba, bb, ... : the naming scheme JAX's printer uses."""
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    for n in itertools.count(1):
+        for combo in itertools.product(letters, repeat=n):
+            if n > 1 and combo[0] == "a":
+                continue
+            yield "".join(combo)
+
+
+def _pp_param(v) -> str:
+    if isinstance(v, np.dtype) or (isinstance(v, type) and issubclass(v, np.generic)):
+        return np.dtype(v).name
+    if isinstance(v, tuple):
+        inner = ", ".join(_pp_param(x) for x in v)
+        return f"({inner},)" if len(v) == 1 else f"({inner})"
+    if isinstance(v, list):
+        return "[" + ", ".join(_pp_param(x) for x in v) + "]"
+    return str(v)
+
+
+def pp_jaxpr(jaxpr: Jaxpr, width: int = 80) -> str:
+    names: dict[int, str] = {}
+    gen = _var_names()
+
+    def name(atom) -> str:
+        if isinstance(atom, Literal):
+            return atom.pretty()
+        if atom.id not in names:
+            names[atom.id] = next(gen)
+        return names[atom.id]
+
+    def binder(v: Var) -> str:
+        return f"{name(v)}:{v.aval.str_short()}"
+
+    consts = " ".join(binder(v) for v in jaxpr.constvars)
+    ins = " ".join(binder(v) for v in jaxpr.invars)
+    eqn_lines = []
+    for eqn in jaxpr.eqns:
+        lhs = " ".join(binder(v) for v in eqn.outvars)
+        params = ""
+        if eqn.params:
+            params = "[" + " ".join(f"{k}={_pp_param(v)}" for k, v in eqn.params.items()) + "]"
+        rhs = " ".join(name(a) for a in eqn.invars)
+        eqn_lines.append(f"{lhs} = {eqn.primitive.name}{params} {rhs}".rstrip())
+    outs = ", ".join(name(a) for a in jaxpr.outvars)
+    outs = f"({outs},)" if len(jaxpr.outvars) == 1 else f"({outs})"
+    head = f"{{ lambda {consts}; {ins}. let"
+    one_line = f"{head} {' '.join(eqn_lines)} in {outs} }}" if eqn_lines else f"{head} in {outs} }}"
+    if len(eqn_lines) <= 1 and len(one_line) <= width:
+        return one_line
+    body = "\n".join("    " + line for line in eqn_lines)
+    return f"{head}\n{body}\n  in {outs} }}"

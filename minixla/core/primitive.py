@@ -1,0 +1,55 @@
+"""Primitives and ``bind``, as in ``jax/_src/core.py``.
+
+A ``Primitive`` is just a name. What each stage knows about it lives in that stage's rules
+table, keyed by the primitive: here ``shape_rules`` (abstract evaluation: avals in, avals out)
+and ``impl_rules`` (eager evaluation on concrete arrays). Lowering, evaluation, code
+generation and the JAX hand-off keep their own tables in their own modules.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from minixla.core import errors
+from minixla.core.avals import WeakScalar
+
+#: primitive -> fn(*avals, **params) -> ShapedArray (or list of them if multiple_results)
+shape_rules: dict = {}
+#: primitive -> fn(*arrays, **params) -> array: eager (op-by-op) evaluation
+impl_rules: dict = {}
+#: every primitive ever created, by name (the coverage table enumerates it)
+registry: dict = {}
+
+
+class Primitive:
+    """An operation of the jaxpr language (``jax.core.Primitive``)."""
+
+    multiple_results = False
+
+    def __init__(self, name: str):
+        self.name = name
+        registry[name] = self
+
+    def __repr__(self):
+        return self.name
+
+    def bind(self, *args, **params):
+        """Apply the primitive: stage it out if any argument is a tracer, else run it eagerly."""
+        from minixla.core.tracing import find_trace
+        trace = find_trace(args)
+        if trace is not None:
+            return trace.process_primitive(self, args, params)
+        args = [np.asarray(a) if isinstance(a, WeakScalar) else a for a in args]
+        return impl_rules[self](*args, **params)
+
+    def abstract_eval(self, *avals, **params):
+        """Output aval(s) from input avals, with errors that name the op and the user's line."""
+        try:
+            rule = shape_rules[self]
+        except KeyError:
+            raise errors.UnsupportedError(f"primitive '{self.name}' has no shape rule") from None
+        try:
+            return rule(*avals, **params)
+        except errors.MinixlaError as e:
+            shapes = ", ".join(a.str_short() for a in avals)
+            msg = f"{self.name}: {e.args[0]}\n  operands: ({shapes})\n  at: {errors.user_source_line()}"
+            raise type(e)(msg) from None

@@ -1,0 +1,218 @@
+"""The tracer: run a Python function on abstract values and record a jaxpr.
+
+This is the "staging" half of ``jax/_src/interpreters/partial_eval.py`` in its simplest form.
+``make_jaxpr(f)(*args)`` replaces each argument by a ``Tracer`` carrying only an abstract
+value; every ``lax`` call on a tracer ``bind``s a primitive, which appends one equation to the
+current ``JaxprTrace`` instead of computing anything. Python scalars become ``Literal`` s and
+closed-over arrays become constvars.
+"""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+from jax import tree_util
+
+from minixla.core import errors
+from minixla.core.avals import ShapedArray, WeakScalar, get_aval
+from minixla.core.jaxpr import ClosedJaxpr, Jaxpr, JaxprEqn, Literal, SourceInfo, Var
+
+_trace_stack: list = []
+
+
+def find_trace(args):
+    """The innermost active trace if any argument is one of its tracers."""
+    for x in args:
+        if isinstance(x, Tracer):
+            if x._trace is not (_trace_stack[-1] if _trace_stack else None):
+                raise errors.UnsupportedError(
+                    "a tracer escaped its trace (used after make_jaxpr/jit returned, or "
+                    "closed over from an outer trace); pass it as an argument instead")
+            return x._trace
+    return None
+
+
+class Tracer:
+    """A stand-in for an array during tracing: an aval plus the jaxpr variable it names.
+
+    Supports the operators and methods of ``jax.Array`` by calling ``minixla.numpy``.
+    """
+    __array_priority__ = 1000  # numpy defers `ndarray + tracer` to Tracer.__radd__
+
+    def __init__(self, trace: "JaxprTrace", var: Var):
+        self._trace = trace
+        self.var = var
+
+    aval = property(lambda self: self.var.aval)
+    shape = property(lambda self: self.aval.shape)
+    dtype = property(lambda self: self.aval.dtype)
+    ndim = property(lambda self: self.aval.ndim)
+    size = property(lambda self: self.aval.size)
+    weak_type = property(lambda self: self.aval.weak_type)
+
+    def __repr__(self):
+        return f"Traced<{self.aval}>"
+
+    def __len__(self):
+        if not self.shape:
+            raise TypeError("len() of unsized object")
+        return self.shape[0]
+
+    # --- Python control flow on traced values is an error, as in JAX -------------------
+    def __bool__(self):
+        raise errors.TracerBoolConversionError(
+            f"Attempted boolean conversion of traced array with shape {self.aval.str_short()}.\n"
+            "The truth value of a traced array is unknown while tracing (its data does not exist yet).\n"
+            "Use minixla.numpy.where(cond, x, y) or lax.select_n to choose between values.\n"
+            f"  at: {errors.user_source_line()}")
+
+    def _concrete_error(self, what, cls=errors.ConcretizationTypeError):
+        raise cls(f"{what} of traced array with shape {self.aval.str_short()} is not possible "
+                  f"while tracing: the value is not known yet.\n  at: {errors.user_source_line()}")
+
+    def __index__(self):
+        self._concrete_error("Integer conversion (__index__)", errors.TracerIntegerConversionError)
+
+    def __int__(self):
+        self._concrete_error("int()", errors.TracerIntegerConversionError)
+
+    def __float__(self):
+        self._concrete_error("float()")
+
+    def __array__(self, *a, **k):
+        self._concrete_error("Conversion to a numpy array")
+
+    # --- operators: delegate to minixla.numpy -----------------------------------------
+    def _np(self):
+        import minixla.numpy as mnp
+        return mnp
+
+    def __neg__(self): return self._np().negative(self)
+    def __pos__(self): return self
+    def __abs__(self): return self._np().abs(self)
+    def __add__(self, o): return self._np().add(self, o)
+    def __radd__(self, o): return self._np().add(o, self)
+    def __sub__(self, o): return self._np().subtract(self, o)
+    def __rsub__(self, o): return self._np().subtract(o, self)
+    def __mul__(self, o): return self._np().multiply(self, o)
+    def __rmul__(self, o): return self._np().multiply(o, self)
+    def __truediv__(self, o): return self._np().true_divide(self, o)
+    def __rtruediv__(self, o): return self._np().true_divide(o, self)
+    def __pow__(self, o): return self._np().power(self, o)
+    def __matmul__(self, o): return self._np().matmul(self, o)
+    def __rmatmul__(self, o): return self._np().matmul(o, self)
+    def __lt__(self, o): return self._np().less(self, o)
+    def __le__(self, o): return self._np().less_equal(self, o)
+    def __gt__(self, o): return self._np().greater(self, o)
+    def __ge__(self, o): return self._np().greater_equal(self, o)
+    def __eq__(self, o): return self._np().equal(self, o)
+    def __ne__(self, o): return self._np().not_equal(self, o)
+    def __getitem__(self, idx): return self._np()._getitem(self, idx)
+    __hash__ = object.__hash__
+
+    @property
+    def T(self): return self._np().transpose(self)
+    def astype(self, dtype): return self._np().astype(self, dtype)
+    def reshape(self, *shape):
+        shape = shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
+        return self._np().reshape(self, shape)
+    def transpose(self, *axes): return self._np().transpose(self, axes or None)
+    def sum(self, axis=None, keepdims=False): return self._np().sum(self, axis, keepdims=keepdims)
+    def max(self, axis=None, keepdims=False): return self._np().max(self, axis, keepdims=keepdims)
+    def min(self, axis=None, keepdims=False): return self._np().min(self, axis, keepdims=keepdims)
+    def mean(self, axis=None, keepdims=False): return self._np().mean(self, axis, keepdims=keepdims)
+
+
+class JaxprTrace:
+    """Collects equations while a function runs on tracers."""
+
+    def __init__(self):
+        self.eqns: list[JaxprEqn] = []
+        self.constvars: dict[int, Var] = {}
+        self.consts: dict[int, object] = {}
+
+    def new_arg(self, aval: ShapedArray) -> Tracer:
+        return Tracer(self, Var(aval))
+
+    def to_atom(self, x):
+        """A tracer's variable, a Python scalar's ``Literal``, or a constvar for an array."""
+        if isinstance(x, Tracer):
+            return x.var
+        aval = get_aval(x)
+        if isinstance(x, WeakScalar):
+            return Literal(x.value, aval)
+        if aval.shape == () and not isinstance(x, np.ndarray):
+            return Literal(np.asarray(x, aval.dtype)[()], aval)
+        key = id(x)
+        if key not in self.constvars:
+            self.constvars[key] = Var(aval)
+            self.consts[key] = x
+        return self.constvars[key]
+
+    def process_primitive(self, prim, args, params):
+        atoms = [self.to_atom(x) for x in args]
+        out = prim.abstract_eval(*[a.aval for a in atoms], **params)
+        out_avals = out if prim.multiple_results else [out]
+        outvars = [Var(a) for a in out_avals]
+        frame = errors.user_frame()
+        src = SourceInfo(frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name) if frame else None
+        self.eqns.append(JaxprEqn(prim, atoms, outvars, dict(params), src))
+        tracers = [Tracer(self, v) for v in outvars]
+        return tracers if prim.multiple_results else tracers[0]
+
+
+def trace_to_jaxpr(fun, in_avals):
+    """Trace ``fun`` on flat abstract inputs. Returns ``(ClosedJaxpr, out_tree)``.
+
+    ``fun`` takes and returns flat lists; output pytrees are handled by the caller.
+    """
+    trace = JaxprTrace()
+    _trace_stack.append(trace)
+    try:
+        in_tracers = [trace.new_arg(a) for a in in_avals]
+        outs = fun(*in_tracers)
+        out_atoms = [trace.to_atom(o) for o in outs]
+    finally:
+        _trace_stack.pop()
+    # Outputs that are literals or inputs still need a variable of their own.
+    outvars = []
+    for atom in out_atoms:
+        if isinstance(atom, Literal):
+            from minixla import lax  # the output is a constant: materialize it as a broadcast
+            _trace_stack.append(trace)
+            try:
+                atom = lax.broadcast_in_dim(atom.value, (), ()).var
+            finally:
+                _trace_stack.pop()
+        outvars.append(atom)
+    keys = list(trace.constvars)
+    jaxpr = Jaxpr([trace.constvars[k] for k in keys], [t.var for t in in_tracers], trace.eqns, outvars)
+    return ClosedJaxpr(jaxpr, [trace.consts[k] for k in keys])
+
+
+def flatten_fun(fun, in_tree):
+    """Wrap a pytree function as a flat one; the output treedef is stored in ``store[0]``."""
+    store = []
+
+    @functools.wraps(fun)
+    def flat_fun(*flat_args):
+        args, kwargs = tree_util.tree_unflatten(in_tree, flat_args)
+        out = fun(*args, **kwargs)
+        flat_out, out_tree = tree_util.tree_flatten(out)
+        store.append(out_tree)
+        return flat_out
+    return flat_fun, store
+
+
+def make_jaxpr(fun):
+    """``make_jaxpr(f)(*args)`` -> ``ClosedJaxpr``, as ``jax.make_jaxpr``.
+
+    Arguments may be arrays, scalars, ``jax.ShapeDtypeStruct``-likes (anything with
+    ``shape``/``dtype``) or pytrees of them; only their avals are used.
+    """
+    @functools.wraps(fun)
+    def wrapped(*args, **kwargs):
+        flat, in_tree = tree_util.tree_flatten((args, kwargs))
+        flat_fun, _ = flatten_fun(fun, in_tree)
+        return trace_to_jaxpr(flat_fun, [get_aval(x) for x in flat])
+    return wrapped

@@ -1,0 +1,299 @@
+"""Lowering a jaxpr to an ``HloModule`` (what ``jax/_src/interpreters/mlir.py`` does for JAX).
+
+One rule per primitive in ``lowering_rules``: it receives a ``LoweringContext`` (to add
+instructions), the HLO operands, the input avals, the output aval and the equation's params,
+and returns the instruction holding the result. The jaxpr's implicit scalar broadcasting is
+made explicit here: every HLO elementwise operand has the result's dims.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from minixla import lax
+from minixla.core import errors
+from minixla.core.jaxpr import ClosedJaxpr, Literal
+from minixla.hlo.ir import HloComputation, HloInstruction, HloModule, Shape
+
+#: primitive -> rule(ctx, operands, in_avals, out_aval, **params) -> HloInstruction
+lowering_rules: dict = {}
+
+
+class LoweringContext:
+    """Adds instructions to one computation; carries the equation's metadata onto them."""
+
+    def __init__(self, module: HloModule, comp: HloComputation):
+        self.module = module
+        self.comp = comp
+        self.metadata: dict = {}
+
+    def add(self, opcode, shape, operands=(), called=(), **attrs) -> HloInstruction:
+        instr = HloInstruction(opcode, shape, operands, attrs, called, metadata=dict(self.metadata))
+        return self.comp.add_instruction(instr)
+
+    def constant(self, value, dtype) -> HloInstruction:
+        value = np.asarray(value, dtype=dtype)
+        instr = HloInstruction("constant", Shape(dtype, value.shape), literal=value)
+        return self.comp.add_instruction(instr)
+
+    def broadcast_to(self, x: HloInstruction, dims) -> HloInstruction:
+        """Broadcast a rank-0 instruction to ``dims`` (no-op when the dims already match)."""
+        if x.shape.dims == tuple(dims):
+            return x
+        assert x.shape.rank == 0, (x, dims)
+        return self.add("broadcast", Shape(x.shape.dtype, dims), [x], dimensions=())
+
+    def region(self, opcode, dtype) -> HloComputation:
+        """A scalar reducer computation ``(a, b) -> opcode(a, b)``, the ``to_apply`` of a reduce."""
+        comp = self.module.new_computation(f"region_{opcode}")
+        s = Shape(dtype, ())
+        a = comp.add_instruction(HloInstruction("parameter", s, name=self.module.unique_name("Arg_0"),
+                                                parameter_number=0))
+        b = comp.add_instruction(HloInstruction("parameter", s, name=self.module.unique_name("Arg_1"),
+                                                parameter_number=1))
+        comp.root = comp.add_instruction(HloInstruction(opcode, s, [a, b], name=self.module.unique_name(opcode)))
+        return comp
+
+
+def shape_of(aval) -> Shape:
+    return Shape(aval.dtype, aval.shape)
+
+
+def lower_jaxpr(closed: ClosedJaxpr, name: str = "jit_fn") -> HloModule:
+    """Lower a ``ClosedJaxpr`` to an ``HloModule`` whose entry takes the jaxpr's inputs.
+
+    Constvars become ``constant`` instructions; several outputs become a ``tuple`` root.
+    Raises ``UnsupportedError`` for a primitive with no lowering rule.
+    """
+    module = HloModule(name)
+    comp = module.new_computation("main")
+    module.entry = comp
+    ctx = LoweringContext(module, comp)
+    env = {}
+    jaxpr = closed.jaxpr
+    for i, v in enumerate(jaxpr.invars):
+        p = HloInstruction("parameter", shape_of(v.aval), name=f"p{i}", parameter_number=i)
+        module._names.add(p.name)
+        env[v] = comp.add_instruction(p)
+    for v, value in zip(jaxpr.constvars, closed.consts):
+        env[v] = ctx.constant(np.asarray(value), v.aval.dtype)
+
+    def read(atom):
+        if isinstance(atom, Literal):
+            return ctx.constant(atom.value, atom.aval.dtype)
+        return env[atom]
+
+    for eqn in jaxpr.eqns:
+        rule = lowering_rules.get(eqn.primitive)
+        if rule is None:
+            raise errors.UnsupportedError(f"no HLO lowering rule for primitive '{eqn.primitive.name}'")
+        ctx.metadata = {"op_name": eqn.primitive.name}
+        if eqn.source_info is not None:
+            ctx.metadata.update(source_file=eqn.source_info.filename, source_line=eqn.source_info.lineno)
+        operands = [read(a) for a in eqn.invars]
+        in_avals = [a.aval for a in eqn.invars]
+        out = rule(ctx, operands, in_avals, eqn.outvars[0].aval, **eqn.params)
+        env[eqn.outvars[0]] = out
+    ctx.metadata = {}
+    outs = [read(a) for a in jaxpr.outvars]
+    if len(outs) == 1:
+        comp.root = outs[0]
+    else:
+        comp.root = ctx.add("tuple", Shape.tuple_of([o.shape for o in outs]), outs)
+    comp.remove_dead()
+    return module
+
+
+# ---------------------------------------------------------------------------------------
+# Rules.
+
+def _elementwise(opcode, **attrs):
+    def rule(ctx, operands, in_avals, out_aval, **params):
+        dims = out_aval.shape
+        ops = [ctx.broadcast_to(o, dims) for o in operands]
+        return ctx.add(opcode, shape_of(out_aval), ops, **attrs)
+    return rule
+
+
+for _prim, _opcode in [
+    (lax.neg_p, "negate"), (lax.abs_p, "abs"), (lax.sign_p, "sign"), (lax.floor_p, "floor"),
+    (lax.ceil_p, "ceil"), (lax.exp_p, "exponential"), (lax.log_p, "log"), (lax.tanh_p, "tanh"),
+    (lax.logistic_p, "logistic"), (lax.sqrt_p, "sqrt"), (lax.rsqrt_p, "rsqrt"), (lax.not_p, "not"),
+    (lax.add_p, "add"), (lax.sub_p, "subtract"), (lax.mul_p, "multiply"), (lax.div_p, "divide"),
+    (lax.max_p, "maximum"), (lax.min_p, "minimum"), (lax.and_p, "and"), (lax.or_p, "or"),
+]:
+    lowering_rules[_prim] = _elementwise(_opcode)
+
+for _prim, _dir in [(lax.eq_p, "EQ"), (lax.ne_p, "NE"), (lax.lt_p, "LT"), (lax.le_p, "LE"),
+                    (lax.gt_p, "GT"), (lax.ge_p, "GE")]:
+    lowering_rules[_prim] = _elementwise("compare", direction=_dir)
+
+
+def _integer_pow(ctx, operands, in_avals, out_aval, *, y):
+    # x**y by repeated squaring, as JAX lowers it: the same multiplies, so the same rounding.
+    x, = operands
+    shape = shape_of(out_aval)
+    if y == 0:
+        return ctx.add("broadcast", shape, [ctx.constant(1, out_aval.dtype)], dimensions=())
+    acc, base, n = None, x, abs(y)
+    while n:
+        if n & 1:
+            acc = base if acc is None else ctx.add("multiply", shape, [acc, base])
+        n >>= 1
+        if n:
+            base = ctx.add("multiply", shape, [base, base])
+    if y < 0:
+        one = ctx.add("broadcast", shape, [ctx.constant(1, out_aval.dtype)], dimensions=())
+        acc = ctx.add("divide", shape, [one, acc])
+    return acc
+
+
+lowering_rules[lax.integer_pow_p] = _integer_pow
+
+
+def _select_n(ctx, operands, in_avals, out_aval, **_):
+    which, *cases = operands
+    shape = shape_of(out_aval)
+    which = ctx.broadcast_to(which, out_aval.shape)
+    if len(cases) == 1:
+        return cases[0]
+    if which.shape.dtype == np.bool_:
+        return ctx.add("select", shape, [which, cases[1], cases[0]])
+    # Integer selector: cases[i] where which == i; out-of-range selectors pick the last case.
+    pred_shape = Shape(np.bool_, out_aval.shape)
+    result = cases[-1]
+    for i in reversed(range(len(cases) - 1)):
+        idx = ctx.add("broadcast", which.shape, [ctx.constant(i, which.shape.dtype)], dimensions=())
+        pred = ctx.add("compare", pred_shape, [which, idx], direction="EQ")
+        result = ctx.add("select", shape, [pred, cases[i], result])
+    return result
+
+
+lowering_rules[lax.select_n_p] = _select_n
+
+
+def _convert(ctx, operands, in_avals, out_aval, **_):
+    x, = operands
+    if x.shape.dtype == out_aval.dtype:
+        return x
+    return ctx.add("convert", shape_of(out_aval), [x])
+
+
+lowering_rules[lax.convert_element_type_p] = _convert
+
+
+def _broadcast_in_dim(ctx, operands, in_avals, out_aval, *, shape, broadcast_dimensions):
+    x, = operands
+    # XLA's broadcast never stretches a dim: drop the size-1 dims that get stretched first.
+    keep = [i for i, d in enumerate(broadcast_dimensions) if x.shape.dims[i] == shape[d]]
+    if len(keep) != x.shape.rank:
+        x = ctx.add("reshape", Shape(x.shape.dtype, [x.shape.dims[i] for i in keep]), [x])
+    dims = tuple(broadcast_dimensions[i] for i in keep)
+    if x.shape.dims == tuple(shape):
+        return x
+    return ctx.add("broadcast", shape_of(out_aval), [x], dimensions=dims)
+
+
+lowering_rules[lax.broadcast_in_dim_p] = _broadcast_in_dim
+
+
+def _reshape(ctx, operands, in_avals, out_aval, *, new_sizes, dimensions=None):
+    x, = operands
+    return x if x.shape.dims == tuple(new_sizes) else ctx.add("reshape", shape_of(out_aval), [x])
+
+
+lowering_rules[lax.reshape_p] = _reshape
+lowering_rules[lax.transpose_p] = lambda ctx, ops, ia, oa, *, permutation: ctx.add(
+    "transpose", shape_of(oa), ops, dimensions=tuple(permutation))
+
+
+def _slice(ctx, operands, in_avals, out_aval, *, start_indices, limit_indices, strides=None):
+    strides = strides or (1,) * len(start_indices)
+    return ctx.add("slice", shape_of(out_aval), operands,
+                   slice=tuple(zip(start_indices, limit_indices, strides)))
+
+
+lowering_rules[lax.slice_p] = _slice
+lowering_rules[lax.iota_p] = lambda ctx, ops, ia, oa, *, dtype, shape, dimension: ctx.add(
+    "iota", shape_of(oa), [], iota_dimension=dimension)
+
+
+def reduction_init(opcode, dtype):
+    """The identity of a reducer: 0 for add, -inf (or the dtype's min) for maximum, ..."""
+    dtype = np.dtype(dtype)
+    if opcode == "add":
+        return np.zeros((), dtype)
+    if opcode in ("maximum", "minimum"):
+        big = opcode == "minimum"
+        if dtype == np.bool_:
+            return np.asarray(big, dtype)
+        if dtype.kind == "f" or dtype.name == "bfloat16":
+            return np.asarray(np.inf if big else -np.inf, dtype)
+        info = np.iinfo(dtype)
+        return np.asarray(info.max if big else info.min, dtype)
+    raise ValueError(opcode)
+
+
+def _reduce(opcode):
+    def rule(ctx, operands, in_avals, out_aval, *, axes):
+        x, = operands
+        if not axes:
+            return x
+        init = ctx.constant(reduction_init(opcode, x.shape.dtype), x.shape.dtype)
+        return ctx.add("reduce", shape_of(out_aval), [x, init],
+                       called=[ctx.region(opcode, x.shape.dtype)], dimensions=tuple(axes))
+    return rule
+
+
+lowering_rules[lax.reduce_sum_p] = _reduce("add")
+lowering_rules[lax.reduce_max_p] = _reduce("maximum")
+lowering_rules[lax.reduce_min_p] = _reduce("minimum")
+
+
+def _dot_general(ctx, operands, in_avals, out_aval, *, dimension_numbers, precision=None,
+                 preferred_element_type=None):
+    (lc, rc), (lb, rb) = dimension_numbers
+    return ctx.add("dot", shape_of(out_aval), operands, lhs_batch_dims=tuple(lb),
+                   lhs_contracting_dims=tuple(lc), rhs_batch_dims=tuple(rb),
+                   rhs_contracting_dims=tuple(rc))
+
+
+lowering_rules[lax.dot_general_p] = _dot_general
+
+
+def conv_dim_labels(dn, rank) -> str:
+    """ConvDimensionNumbers -> XLA's ``dim_labels`` text, e.g. NHWC/HWIO/NHWC -> ``b01f_01io->b01f``."""
+    def labels(spec, first, second):
+        out = [""] * rank
+        out[spec[0]], out[spec[1]] = first, second
+        for i, d in enumerate(spec[2:]):
+            out[d] = str(i)
+        return "".join(out)
+    return (f"{labels(dn.lhs_spec, 'b', 'f')}_{labels(dn.rhs_spec, 'o', 'i')}"
+            f"->{labels(dn.out_spec, 'b', 'f')}")
+
+
+def parse_dim_labels(text: str) -> lax.ConvDimensionNumbers:
+    """Inverse of ``conv_dim_labels``: ``'b01f_01io->b01f'`` -> ConvDimensionNumbers."""
+    lhs_rhs, out = text.split("->")
+    lhs, rhs = lhs_rhs.split("_")
+
+    def spec(s, first, second):
+        nsp = len(s) - 2
+        return (s.index(first), s.index(second)) + tuple(s.index(str(i)) for i in range(nsp))
+    return lax.ConvDimensionNumbers(spec(lhs, "b", "f"), spec(rhs, "o", "i"), spec(out, "b", "f"))
+
+
+def _conv(ctx, operands, in_avals, out_aval, *, window_strides, padding, lhs_dilation, rhs_dilation,
+          dimension_numbers, feature_group_count=1, batch_group_count=1, precision=None,
+          preferred_element_type=None):
+    dn = dimension_numbers
+    rhs_shape = in_avals[1].shape
+    window = dict(size=tuple(rhs_shape[d] for d in dn.rhs_spec[2:]), stride=tuple(window_strides),
+                  pad=tuple(tuple(p) for p in padding), lhs_dilate=tuple(lhs_dilation),
+                  rhs_dilate=tuple(rhs_dilation))
+    return ctx.add("convolution", shape_of(out_aval), operands, window=window,
+                   dim_labels=conv_dim_labels(dn, len(rhs_shape)),
+                   feature_group_count=feature_group_count)
+
+
+lowering_rules[lax.conv_general_dilated_p] = _conv

@@ -1,0 +1,1 @@
+"""HLO passes, one module each (``xla/hlo/transforms``, ``xla/service``)."""

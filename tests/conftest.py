@@ -1,0 +1,26 @@
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import pytest
+
+BACKENDS = ("llvm", "jax")
+
+
+def filecheck(text: str, checks: str):
+    """Run the ``filecheck`` package (a Python FileCheck) on ``text`` with ``CHECK:`` lines."""
+    with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
+        f.write(checks)
+    try:
+        cmd = [os.path.join(os.path.dirname(sys.executable), "filecheck"), f.name]
+        r = subprocess.run(cmd, input=text, capture_output=True, text=True)
+    finally:
+        os.unlink(f.name)
+    assert r.returncode == 0, f"FileCheck failed:\n{r.stdout}{r.stderr}\n--- input ---\n{text}"
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(0)
