@@ -123,7 +123,7 @@ class Compiled:
             got = get_aval(x)
             if got.shape != aval.shape or got.dtype != aval.dtype:
                 raise TypeError(f"argument {i}: compiled for {aval.str_short()}, called with {got.str_short()}")
-            arrays.append(np.ascontiguousarray(np.asarray(x, dtype=aval.dtype)))
+            arrays.append(np.asarray(x, dtype=aval.dtype, order="C"))
         return arrays
 
     def call_flat(self, flat):

@@ -530,6 +530,10 @@ def conv_general_dilated(lhs, rhs, window_strides, padding, lhs_dilation=None, r
     window_strides = tuple(int(s) for s in window_strides)
     lhs_dilation = tuple(lhs_dilation) if lhs_dilation is not None else (1,) * nsp
     rhs_dilation = tuple(rhs_dilation) if rhs_dilation is not None else (1,) * nsp
+    if isinstance(padding, str) and any(d != 1 for d in lhs_dilation):
+        raise errors.ShapeError(
+            f"conv_general_dilated: string padding '{padding}' is not defined with lhs_dilation "
+            f"{lhs_dilation} (as in JAX); give explicit (low, high) pairs\n  at: {errors.user_source_line()}")
     if isinstance(padding, str):
         in_sp = [(la.shape[dn.lhs_spec[2 + i]] - 1) * lhs_dilation[i] + 1 for i in range(nsp)]
         k_sp = [(ra.shape[dn.rhs_spec[2 + i]] - 1) * rhs_dilation[i] + 1 for i in range(nsp)]

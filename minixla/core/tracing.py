@@ -177,13 +177,8 @@ def trace_to_jaxpr(fun, in_avals):
     # Outputs that are literals or inputs still need a variable of their own.
     outvars = []
     for atom in out_atoms:
-        if isinstance(atom, Literal):
-            from minixla import lax  # the output is a constant: materialize it as a broadcast
-            _trace_stack.append(trace)
-            try:
-                atom = lax.broadcast_in_dim(atom.value, (), ()).var
-            finally:
-                _trace_stack.pop()
+        if isinstance(atom, Literal):  # a constant output needs a variable: make it a constvar
+            atom = trace.to_atom(np.asarray(atom.value, atom.aval.dtype))
         outvars.append(atom)
     keys = list(trace.constvars)
     jaxpr = Jaxpr([trace.constvars[k] for k in keys], [t.var for t in in_tracers], trace.eqns, outvars)

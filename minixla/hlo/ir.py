@@ -79,7 +79,7 @@ ELEMENTWISE_UNARY = {
     "sqrt", "rsqrt", "not", "convert",
 }
 ELEMENTWISE_BINARY = {"add", "subtract", "multiply", "divide", "maximum", "minimum", "and", "or",
-                      "compare", "power"}
+                      "compare"}
 ELEMENTWISE = ELEMENTWISE_UNARY | ELEMENTWISE_BINARY | {"select"}
 COMMUTATIVE = {"add", "multiply", "maximum", "minimum", "and", "or"}
 

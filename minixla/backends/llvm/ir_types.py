@@ -1,0 +1,118 @@
+"""Element types, constants, memory access and intrinsics (XLA's ``llvm_ir/llvm_util``).
+
+A dtype has two LLVM types: the *register* type values have while we compute, and the
+*memory* type of array elements. They differ only for ``pred`` (bool): ``i1`` in registers,
+one byte (``i8``, 0 or 1, like numpy's ``bool_``) in memory.
+
+All pointers are LLVM's opaque ``ptr``; loads and GEPs name the element type.
+"""
+from __future__ import annotations
+
+import numpy as np
+from llvmlite import ir
+
+from minixla.core.errors import UnsupportedError
+
+I1, I8, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(64)
+PTR = ir.PointerType()
+
+_FLOAT_TYPES = {np.dtype(np.float32): ir.FloatType(), np.dtype(np.float64): ir.DoubleType()}
+
+
+def check_dtype(dtype, what: str) -> np.dtype:
+    """The dtype if the backend supports it, else ``UnsupportedError`` naming ``what`` (the op)."""
+    dtype = np.dtype(dtype)
+    if dtype in _FLOAT_TYPES or dtype == np.bool_ or dtype.kind in "iu":
+        return dtype
+    raise UnsupportedError(f"the LLVM backend does not support dtype {dtype.name} (in '{what}')")
+
+
+def is_float(dtype) -> bool:
+    return np.dtype(dtype).kind == "f"
+
+
+def is_signed(dtype) -> bool:
+    return np.dtype(dtype).kind == "i"
+
+
+def is_pred(dtype) -> bool:
+    return np.dtype(dtype) == np.bool_
+
+
+def reg_type(dtype) -> ir.Type:
+    """The type of a value of ``dtype`` in registers (pred -> i1)."""
+    dtype = check_dtype(dtype, "element type")
+    if dtype in _FLOAT_TYPES:
+        return _FLOAT_TYPES[dtype]
+    if dtype == np.bool_:
+        return I1
+    return ir.IntType(8 * dtype.itemsize)
+
+
+def mem_type(dtype) -> ir.Type:
+    """The type of an array element of ``dtype`` in memory (pred -> i8)."""
+    return I8 if is_pred(dtype) else reg_type(dtype)
+
+
+def constant(dtype, value) -> ir.Constant:
+    """An immediate of ``dtype`` (register type) holding ``value`` (a Python or numpy scalar)."""
+    dtype = np.dtype(dtype)
+    ty = reg_type(dtype)
+    if is_float(dtype):
+        # float() of a float32 is exact; llvmlite prints the f32-rounded bit pattern.
+        return ir.Constant(ty, float(np.asarray(value, dtype)))
+    if is_pred(dtype):
+        return ir.Constant(ty, int(bool(value)))
+    # Integers: two's-complement bits, printed as the signed value LLVM expects.
+    bits = 8 * dtype.itemsize
+    v = int(np.asarray(value).astype(dtype)) & ((1 << bits) - 1)
+    if v >= 1 << (bits - 1):
+        v -= 1 << bits
+    return ir.Constant(ty, v)
+
+
+def i64(value: int) -> ir.Constant:
+    return ir.Constant(I64, int(value))
+
+
+def element_ptr(builder: ir.IRBuilder, base, dtype, linear_index):
+    """``&base[linear_index]`` for an array of ``dtype``."""
+    return builder.gep(base, [linear_index], inbounds=True, source_etype=mem_type(dtype))
+
+
+def load_element(builder: ir.IRBuilder, base, dtype, linear_index):
+    """Load ``base[linear_index]`` and return it in register type."""
+    v = builder.load(element_ptr(builder, base, dtype, linear_index), typ=mem_type(dtype))
+    if is_pred(dtype):
+        v = builder.icmp_unsigned("!=", v, ir.Constant(I8, 0))
+    return v
+
+
+def store_element(builder: ir.IRBuilder, value, base, dtype, linear_index):
+    """Store a register value into ``base[linear_index]``."""
+    if is_pred(dtype):
+        value = builder.zext(value, I8)
+    builder.store(value, element_ptr(builder, base, dtype, linear_index))
+
+
+def _type_suffix(ty: ir.Type) -> str:
+    """LLVM's overloaded-intrinsic suffix: f32, f64, i32, v16f32, ..."""
+    if isinstance(ty, ir.VectorType):
+        return f"v{ty.count}{_type_suffix(ty.element)}"
+    if isinstance(ty, ir.FloatType):
+        return "f32"
+    if isinstance(ty, ir.DoubleType):
+        return "f64"
+    return f"i{ty.width}"
+
+
+def intrinsic(builder: ir.IRBuilder, name: str, ret_type: ir.Type, args, overload_types=None,
+              fastmath=()):
+    """Call ``llvm.<name>.<suffixes>``; the suffixes come from ``overload_types`` (default: ret type)."""
+    overload_types = [ret_type] if overload_types is None else overload_types
+    full = ".".join(["llvm", name] + [_type_suffix(t) for t in overload_types])
+    module = builder.module
+    fn = module.globals.get(full)
+    if fn is None:
+        fn = ir.Function(module, ir.FunctionType(ret_type, [a.type for a in args]), name=full)
+    return builder.call(fn, list(args), fastmath=fastmath)

@@ -1,0 +1,138 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Tutorial 01 — From a Python function to a jaxpr and to HLO
+#
+# A compiler needs a program it can look at. A Python function is not one: it is opaque
+# bytecode that can do anything. JAX's trick, which minixla copies, is to **run** the function
+# once on stand-in values called *tracers* and record every array operation they see.
+# The record is a **jaxpr**. Lowering the jaxpr gives **HLO**, XLA's IR, which the
+# optimization passes and the backends work on.
+#
+# ```
+# Python fn --trace--> jaxpr --lower--> HLO --passes--> optimized HLO --backend--> machine code
+# ```
+#
+# This notebook follows one small function through the first two arrows.
+
+# %%
+import numpy as np
+
+import minixla
+import minixla.numpy as mnp
+from minixla import lax
+
+
+def predict(w, b, x):
+    return mnp.maximum(x @ w + b, 0.0)
+
+
+w = np.ones((3, 4), np.float32)
+b = np.zeros(4, np.float32)
+x = np.ones((8, 3), np.float32)
+
+# %% [markdown]
+# ## 1. Abstract values
+#
+# While tracing, minixla does not know the *data* of `x`, only its **abstract value** (aval):
+# shape, dtype and whether the type is *weak* (a Python scalar such as `0.0` is weak: it
+# adopts the dtype of the array it meets instead of forcing float64 or float32 on it).
+
+# %%
+from minixla.core import get_aval
+
+print(get_aval(x))      # an array: strong f32
+print(get_aval(0.0))    # a Python float: weak f32
+
+# %% [markdown]
+# ## 2. Tracing records a jaxpr
+#
+# `make_jaxpr` calls `predict` with tracers. Each operation on a tracer *binds* a primitive
+# (`dot_general`, `add`, `max`, ...). Instead of computing, binding appends one equation to the
+# jaxpr, typed by the primitive's *shape rule*. NumPy-style broadcasting of `b` became an explicit
+# `broadcast_in_dim`, and the literal `0.0` was typed `f32` because the array it meets is f32.
+
+# %%
+jaxpr = minixla.make_jaxpr(predict)(w, b, x)
+print(jaxpr)
+
+# %% [markdown]
+# Every variable has a type, every equation names its primitive and its static parameters.
+# That is all a compiler needs. The equations are plain Python objects:
+
+# %%
+for eqn in jaxpr.eqns:
+    print(eqn.primitive.name, [str(v.aval.str_short()) for v in eqn.outvars], "from line", eqn.source_info.lineno)
+
+# %% [markdown]
+# ## 3. What tracing cannot see
+#
+# A tracer has no value, so Python control flow on it cannot be decided while tracing.
+# minixla raises the same error JAX does, and points at your line:
+
+# %%
+def relu_with_if(x):
+    if x > 0:
+        return x
+    return 0.0 * x
+
+
+try:
+    minixla.make_jaxpr(relu_with_if)(np.float32(1.0))
+except minixla.errors.TracerBoolConversionError as e:
+    print(type(e).__name__, ":", str(e).splitlines()[0])
+    print(str(e).splitlines()[2])
+
+# %% [markdown]
+# The fix is to make the choice part of the program, with `where` (a `select_n` primitive):
+
+# %%
+print(minixla.make_jaxpr(lambda x: mnp.where(x > 0, x, 0.0 * x))(np.float32(1.0)))
+
+# %% [markdown]
+# ## 4. Lowering to HLO
+#
+# HLO is XLA's IR. Compared with the jaxpr it is more explicit: every elementwise operand
+# has exactly the result's shape (the scalar `0.0` becomes a `constant` plus a `broadcast`),
+# layouts are printed (`{1,0}` = row-major), and reductions carry a small computation
+# (`to_apply`) saying how to combine two elements. `jit(f).lower(...)` stops right after lowering:
+
+# %%
+lowered = minixla.jit(predict).lower(w, b, x)
+print(lowered.as_text())
+
+# %% [markdown]
+# ## 5. A first look at optimization
+#
+# `compile()` runs the HLO passes. Fusion turns `dot` + bias `add` + `maximum` into **one
+# kernel** (a `kOutput` fusion): the matrix product's accumulator gets its bias and ReLU in
+# registers and is stored once. Buffer assignment then decides where every value lives.
+
+# %%
+compiled = lowered.compile()
+print(compiled.as_text())
+print(compiled.kernels())
+
+# %% [markdown]
+# The compiled object is callable, and its answer matches JAX's:
+
+# %%
+import jax.numpy as jnp
+
+out = compiled(w, b, x)
+expected = jnp.maximum(x @ w + b, 0.0)
+print(out.shape, out.dtype, float(np.max(np.abs(out - np.asarray(expected)))))
+assert np.allclose(out, expected)
+
+# %% [markdown]
+# Next tutorials look inside the passes (fusion, buffer assignment) and the LLVM backend.
