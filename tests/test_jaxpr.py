@@ -104,3 +104,32 @@ def test_int_of_tracer_raises():
 
 def test_eager_lax_runs_op_by_op():
     np.testing.assert_array_equal(lax.add(np.ones(3, f32), np.ones(3, f32)), np.full(3, 2, f32))
+
+
+def test_leaked_tracer_is_an_unexpected_tracer_error():
+    leak = []
+    minixla.jit(lambda x: leak.append(x) or x)(np.ones(2, f32))
+    with pytest.raises(errors.UnexpectedTracerError, match="unexpected tracer"):
+        minixla.make_jaxpr(lambda y: y + leak[0])(np.ones(2, f32))
+    with pytest.raises(TypeError):  # the second operand, not only the first, is checked
+        minixla.make_jaxpr(lambda y: lax.add(y, leak[0]))(np.ones(2, f32))
+
+
+def test_lax_shape_errors_are_type_errors_like_jax():
+    with pytest.raises(TypeError):
+        minixla.make_jaxpr(lambda a, b: lax.add(a, b))(np.ones(2, f32), np.ones(3, f32))
+    with pytest.raises(TypeError):
+        minixla.make_jaxpr(lambda a: mnp.reshape(a, (4,)))(np.ones(3, f32))
+
+
+def test_user_line_found_in_a_file_whose_path_mentions_jax(tmp_path):
+    src = tmp_path / "jax_experiments" / "demo.py"
+    src.parent.mkdir()
+    src.write_text("import minixla\nfrom minixla import lax\n"
+                   "def f(a, b):\n    return lax.add(a, b)\n")
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("demo_jax_path", src)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    with pytest.raises(errors.ShapeError, match="demo.py:4"):
+        minixla.make_jaxpr(mod.f)(np.ones(2, f32), np.ones(3, f32))

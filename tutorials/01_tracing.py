@@ -90,8 +90,9 @@ def relu_with_if(x):
 try:
     minixla.make_jaxpr(relu_with_if)(np.float32(1.0))
 except minixla.errors.TracerBoolConversionError as e:
-    print(type(e).__name__, ":", str(e).splitlines()[0])
-    print(str(e).splitlines()[2])
+    lines = str(e).splitlines()
+    print(type(e).__name__, ":", lines[0])
+    print(next(line for line in lines if line.strip().startswith("at:")))
 
 # %% [markdown]
 # The fix is to make the choice part of the program, with `where` (a `select_n` primitive):

@@ -5,4 +5,4 @@ from minixla.core.primitive import Primitive, impl_rules, registry, shape_rules
 from minixla.core.tracing import Tracer, make_jaxpr, trace_to_jaxpr
 from minixla.core.errors import (MinixlaError, ShapeError, DTypeError, ConcretizationTypeError,
                                  TracerBoolConversionError, TracerIntegerConversionError,
-                                 UnsupportedError)
+                                 UnexpectedTracerError, UnsupportedError)

@@ -6,17 +6,24 @@ from __future__ import annotations
 import os
 import sys
 
+import jax
+
 import minixla
 
 _PKG_DIR = os.path.dirname(os.path.abspath(minixla.__file__))
+#: frames inside these packages are never "the user's line"
+_INTERNAL_DIRS = tuple(os.path.dirname(os.path.abspath(m.__file__)) + os.sep for m in (minixla, jax))
 
 
 class MinixlaError(Exception):
     """Base class of every error minixla raises on purpose."""
 
 
-class ShapeError(MinixlaError, ValueError):
-    """Operand shapes do not fit the op (mirrors the ``TypeError``/``ValueError`` of ``jax.lax``)."""
+class ShapeError(MinixlaError, TypeError, ValueError):
+    """Operand shapes do not fit the op.
+
+    JAX raises ``TypeError`` for a shape mismatch inside a ``lax`` op and ``ValueError`` for
+    NumPy-style broadcasting failures; a ``ShapeError`` is both, so either ``except`` catches it."""
 
 
 class DTypeError(MinixlaError, TypeError):
@@ -35,6 +42,10 @@ class TracerIntegerConversionError(ConcretizationTypeError):
     """``int(x)`` or ``range(x)`` on a traced value (``jax.errors.TracerIntegerConversionError``)."""
 
 
+class UnexpectedTracerError(MinixlaError, TypeError):
+    """A tracer from a finished or outer trace was used (``jax.errors.UnexpectedTracerError``)."""
+
+
 class UnsupportedError(MinixlaError, NotImplementedError):
     """The op or dtype exists in JAX but minixla's backend does not implement it yet."""
 
@@ -44,9 +55,8 @@ def user_frame():
     f = sys._getframe(1)
     while f is not None:
         fname = os.path.abspath(f.f_code.co_filename)
-        inside = fname.startswith(_PKG_DIR + os.sep)
-        internal = "/jax/" in fname or "/jax_" in fname or fname.startswith("<frozen")
-        if not inside and not internal:
+        internal = fname.startswith(_INTERNAL_DIRS) or f.f_code.co_filename.startswith("<frozen")
+        if not internal:
             return f
         f = f.f_back
     return None

@@ -21,15 +21,23 @@ _trace_stack: list = []
 
 
 def find_trace(args):
-    """The innermost active trace if any argument is one of its tracers."""
+    """The innermost active trace if any argument is one of its tracers.
+
+    Every tracer argument must belong to that trace: a tracer kept from an earlier trace
+    (stored in a global or a list, then reused) is an ``UnexpectedTracerError``, as in JAX.
+    """
+    current = _trace_stack[-1] if _trace_stack else None
+    found = None
     for x in args:
         if isinstance(x, Tracer):
-            if x._trace is not (_trace_stack[-1] if _trace_stack else None):
-                raise errors.UnsupportedError(
-                    "a tracer escaped its trace (used after make_jaxpr/jit returned, or "
-                    "closed over from an outer trace); pass it as an argument instead")
-            return x._trace
-    return None
+            if x._trace is not current:
+                raise errors.UnexpectedTracerError(
+                    f"Encountered an unexpected tracer {x!r}: it belongs to a trace that has "
+                    "already finished (it escaped make_jaxpr/jit, e.g. through a global or a list) "
+                    "or to an outer trace. Pass the value as an argument instead.\n"
+                    f"  at: {errors.user_source_line()}")
+            found = x._trace
+    return found
 
 
 class Tracer:
