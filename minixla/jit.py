@@ -11,8 +11,9 @@ JAX keys its own cache; a new shape or dtype traces and compiles again.
 """
 from __future__ import annotations
 
-import copy
 import functools
+import gc
+import os
 import time
 
 import numpy as np
@@ -21,11 +22,16 @@ from jax import tree_util
 from minixla.core import errors
 from minixla.core.avals import get_aval
 from minixla.core.tracing import Tracer, flatten_fun, trace_to_jaxpr
+from minixla.dump import Dumper
 from minixla.hlo.lowering import lower_jaxpr
+from minixla.hlo.verifier import HloVerifierError, verify
+from minixla.passes.algebraic_simplifier import AlgebraicSimplifier
 from minixla.passes.buffer_assignment import assign_buffers
+from minixla.passes.constant_folding import ConstantFolding
+from minixla.passes.cse import CommonSubexpressionElimination
 from minixla.passes.dce import DeadCodeElimination
 from minixla.passes.fusion import FusionPass, count_kernels, NOT_KERNELS
-from minixla.passes.pipeline import PassPipeline
+from minixla.passes.pipeline import FixedPoint, PassPipeline
 
 BACKENDS = ("llvm", "jax")
 
@@ -40,9 +46,47 @@ def _backend_compile(backend, module, assignment):
     return compile_module(module, assignment)
 
 
-def optimization_pipeline() -> PassPipeline:
-    """The passes ``compile()`` runs, in order."""
-    return PassPipeline("optimize", [DeadCodeElimination(), FusionPass(), DeadCodeElimination()])
+def optimization_pipeline(after_pass=None) -> PassPipeline:
+    """The passes ``compile()`` runs, in order (XLA's ``RunHloPasses``)::
+
+        simplify, to a fixed point (<= 25 rounds): cse, constant-folding, algebraic-simplifier, dce
+        fusion
+        dce
+
+    ``after_pass(name, module)`` is called after every pass (nested ones included): ``compile``
+    uses it to verify (``MINIXLA_VERIFY=1``) and dump (``MINIXLA_DUMP``).
+    """
+    simplify = PassPipeline("simplify", [CommonSubexpressionElimination(), ConstantFolding(),
+                                         AlgebraicSimplifier(), DeadCodeElimination()], after_pass)
+
+    def after_top_level_pass(name, module):
+        # The fixed point's own passes were already reported one by one.
+        if after_pass is not None and not name.startswith("fixed-point"):
+            after_pass(name, module)
+    return PassPipeline("optimize", [FixedPoint(simplify), FusionPass(), DeadCodeElimination()],
+                        after_top_level_pass)
+
+
+def _gc_paused(fn):
+    """Run ``fn`` with Python's cyclic garbage collector paused (reference counting still frees
+    memory; collection resumes afterwards). With JAX imported the heap holds ~300k objects and
+    every full collection scans them all; building a large jaxpr/HLO triggers collections in
+    proportion to its size, which made trace, lowering and passes superlinear in program size."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        enabled = gc.isenabled()
+        gc.disable()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            if enabled:
+                gc.enable()
+    return wrapper
+
+
+def verify_enabled() -> bool:
+    """``MINIXLA_VERIFY=1``: run the HLO verifier after every pass."""
+    return os.environ.get("MINIXLA_VERIFY", "0") not in ("", "0", "false", "False")
 
 
 class Lowered:
@@ -54,25 +98,51 @@ class Lowered:
         self.in_tree, self.out_tree, self.in_avals = in_tree, out_tree, in_avals
         self.backend = backend
         self.trace_ms = 0.0
+        self.donated: tuple = ()  # parameter numbers of donated arguments (``donate_argnums``)
 
     def as_text(self) -> str:
         """HLO text as lowered from the jaxpr, before optimization."""
         return self.hlo_module.to_string()
 
+    @_gc_paused
     def compile(self) -> "Compiled":
         """Run the pass pipeline, assign buffers and generate code for the backend."""
         t0 = time.perf_counter()
-        module = copy.deepcopy(self.hlo_module)
+        module = self.hlo_module.clone()
         kernels_unfused = count_kernels(module)
-        pipeline = optimization_pipeline()
+        dumper = Dumper(module.name)
+        check = verify_enabled()
+        dumper.write("jaxpr", str(self.jaxpr))
+        dumper.hlo("before_optimizations", module)
+        if check:
+            _verify(module, "lowering")
+
+        def after_pass(name, m):
+            if check:
+                _verify(m, name)
+            dumper.after_pass(name, m)
+        pipeline = optimization_pipeline(after_pass)
         pipeline.run(module)
         fusion = next(p for p in pipeline.passes if isinstance(p, FusionPass))
-        assignment = assign_buffers(module)
+        assignment = assign_buffers(module, donated=self.donated)
         passes_ms = (time.perf_counter() - t0) * 1e3
+        dumper.hlo("after_optimizations", module)
+        dumper.write("pass_log", "\n".join(f"{e.name}\t{'changed' if e.changed else 'unchanged'}\t{e.ms:.3f} ms"
+                                           for e in pipeline.log))
+        dumper.write("fusion_log", "\n".join(str(d) for d in fusion.log))
+        dumper.write("buffer_assignment", assignment.to_string())
         executable = _backend_compile(self.backend, module, assignment)
+        dumper.backend(executable)
         compile_ms = (time.perf_counter() - t0) * 1e3
         return Compiled(self, module, assignment, executable, pipeline.log, fusion.log,
                         kernels_unfused, passes_ms, compile_ms)
+
+
+def _verify(module, after: str):
+    try:
+        verify(module)
+    except HloVerifierError as e:
+        raise HloVerifierError(f"HLO verification failed after '{after}': {e}") from None
 
 
 class Compiled:
@@ -101,6 +171,23 @@ class Compiled:
         """HLO text after the optimization passes (fusions included)."""
         return self.hlo_module.to_string()
 
+    def memory_analysis(self):
+        """Byte counts of this program (``jax.stages.Compiled.memory_analysis()``): JAX's
+        ``argument_size_in_bytes``, ``output_size_in_bytes``, ``alias_size_in_bytes``,
+        ``temp_size_in_bytes``, plus ``temp_lower_bound_in_bytes``, ``peak_live_bytes`` and the
+        per-step ``live_bytes``. See ``minixla.memory.MemoryAnalysis``. (For the jax backend this
+        describes minixla's buffer plan, not the one XLA makes.)"""
+        from minixla.memory import memory_analysis
+        return memory_analysis(self.hlo_module, self.buffer_assignment)
+
+    def graph(self, fused: bool = True):
+        """The HLO dataflow graph as a picture (``minixla.hlo.graphviz.HloGraph``): fusions drawn
+        as clusters; shows inline in a notebook. ``fused=False`` draws the HLO before the passes."""
+        from minixla.hlo.graphviz import hlo_graph
+        if fused:
+            return hlo_graph(self.hlo_module, self.buffer_assignment)
+        return hlo_graph(self.lowered.hlo_module)
+
     def kernels(self) -> list[dict]:
         """One entry per generated kernel: ``{"name", "kind", "opcodes"}``; ``kind`` is the fusion
         kind (kLoop/kInput/kOutput) or the opcode of an unfused instruction."""
@@ -124,6 +211,11 @@ class Compiled:
             if got.shape != aval.shape or got.dtype != aval.dtype:
                 raise TypeError(f"argument {i}: compiled for {aval.str_short()}, called with {got.str_short()}")
             arrays.append(np.asarray(x, dtype=aval.dtype, order="C"))
+        for i in self.lowered.donated:
+            # A donated argument is overwritten: it must be a writable array of its own.
+            a = arrays[i]
+            if not a.flags.writeable or any(j != i and np.may_share_memory(a, b) for j, b in enumerate(arrays)):
+                arrays[i] = a.copy()
         return arrays
 
     def call_flat(self, flat):
@@ -140,14 +232,16 @@ class Compiled:
 class Jitted:
     """The object ``minixla.jit(f)`` returns: callable, with ``.lower(*args)`` like ``jax.jit``."""
 
-    def __init__(self, fun, backend: str = "llvm"):
+    def __init__(self, fun, backend: str = "llvm", donate_argnums=()):
         if backend not in BACKENDS:
             raise ValueError(f"unknown backend {backend!r}; choose one of {BACKENDS}")
         self.fun = fun
         self.backend = backend
+        self.donate_argnums = (donate_argnums,) if isinstance(donate_argnums, int) else tuple(donate_argnums)
         self._cache: dict = {}
         functools.update_wrapper(self, fun)
 
+    @_gc_paused
     def lower(self, *args, **kwargs) -> Lowered:
         """Trace with the avals of ``args`` and lower to HLO (no optimization yet)."""
         flat, in_tree = tree_util.tree_flatten((args, kwargs))
@@ -158,6 +252,7 @@ class Jitted:
         name = f"jit_{getattr(self.fun, '__name__', 'fn')}".replace("<", "").replace(">", "")
         module = lower_jaxpr(closed, name=name)
         lowered = Lowered(closed, module, in_tree, out_store[0], in_avals, self.backend)
+        lowered.donated = _donated_leaves(args, self.donate_argnums)
         lowered.trace_ms = (time.perf_counter() - t0) * 1e3
         return lowered
 
@@ -172,7 +267,22 @@ class Jitted:
         return tree_util.tree_unflatten(compiled.lowered.out_tree, compiled.call_flat(flat))
 
 
-def jit(fun=None, *, backend: str = "llvm"):
+def _donated_leaves(args, donate_argnums) -> tuple:
+    """Flat parameter numbers of the leaves of the positional arguments in ``donate_argnums``."""
+    starts, n = [], 0
+    for a in args:
+        starts.append(n)
+        n += len(tree_util.tree_leaves(a))
+    donated = []
+    for i in donate_argnums:
+        if not -len(args) <= i < len(args):
+            raise ValueError(f"donate_argnums={i} but the function was called with {len(args)} positional arguments")
+        i %= len(args)
+        donated.extend(range(starts[i], starts[i] + len(tree_util.tree_leaves(args[i]))))
+    return tuple(donated)
+
+
+def jit(fun=None, *, backend: str = "llvm", donate_argnums=()):
     """Compile ``fun`` with minixla (``jax.jit``'s counterpart).
 
     Args:
@@ -180,11 +290,16 @@ def jit(fun=None, *, backend: str = "llvm"):
         arrays or a pytree of arrays. It must be traceable: no Python control flow on values.
       backend: ``"llvm"`` (minixla's own code generator, default) or ``"jax"`` (hand the
         optimized HLO to XLA through ``jax.jit``; runs on CPU, GPU or TPU).
+      donate_argnums: positional arguments (int or tuple) whose arrays the program may
+        overwrite, as in ``jax.jit``: an output or temporary can then be computed in place of
+        them, and an output may be returned in the donated array's memory. Do not use a donated
+        argument after the call (the llvm backend writes into numpy arrays you donate; the
+        jax backend ignores donation).
     Returns:
       A ``Jitted`` callable returning numpy arrays; ``.lower(*args)`` gives the staged API.
     Raises:
       ShapeError, DTypeError, TracerBoolConversionError (while tracing), UnsupportedError.
     """
     if fun is None:
-        return functools.partial(jit, backend=backend)
-    return Jitted(fun, backend)
+        return functools.partial(jit, backend=backend, donate_argnums=donate_argnums)
+    return Jitted(fun, backend, donate_argnums)

@@ -545,3 +545,495 @@ def conv_general_dilated(lhs, rhs, window_strides, padding, lhs_dilation=None, r
         lhs, rhs, window_strides=window_strides, padding=padding, lhs_dilation=lhs_dilation,
         rhs_dilation=rhs_dilation, dimension_numbers=dn, feature_group_count=feature_group_count,
         batch_group_count=batch_group_count, precision=precision, preferred_element_type=pet)
+
+
+# =======================================================================================
+# The rest of the ``jax.lax`` surface (issue 3): more elementwise ops, structural ops,
+# gather/scatter, reductions, cumulative reductions.
+
+exp2_p = _std_prim("exp2", _unary_rule(_FLT, "exp2"))
+expm1_p = _std_prim("expm1", _unary_rule(_FLT, "expm1"))
+log1p_p = _std_prim("log1p", _unary_rule(_FLT, "log1p"))
+cbrt_p = _std_prim("cbrt", _unary_rule(_FLT, "cbrt"))
+sin_p = _std_prim("sin", _unary_rule(_FLT, "sin"))
+cos_p = _std_prim("cos", _unary_rule(_FLT, "cos"))
+tan_p = _std_prim("tan", _unary_rule(_FLT, "tan"))
+erf_p = _std_prim("erf", _unary_rule(_FLT, "erf"))
+erfc_p = _std_prim("erfc", _unary_rule(_FLT, "erfc"))
+
+
+def _round_rule(x, *, rounding_method):
+    if int(rounding_method) not in (0, 1):
+        raise errors.ShapeError(f"round: rounding_method must be 0 (AWAY_FROM_ZERO) or "
+                                f"1 (TO_NEAREST_EVEN), got {rounding_method!r}")
+    return _unary_rule(_FLT, "round")(x)
+
+
+round_p = _std_prim("round", _round_rule,
+                    impl=lambda x, *, rounding_method: np.asarray(jax.lax.round(x, rounding_method)))
+
+
+def _is_finite_rule(x):
+    _unary_rule(_FLT, "is_finite")(x)
+    return ShapedArray(x.shape, np.bool_)
+
+
+is_finite_p = _std_prim("is_finite", _is_finite_rule)
+
+rem_p = _std_prim("rem", _binary_rule(_NUM, "rem"))
+pow_p = _std_prim("pow", _binary_rule(_FLT, "pow"))
+atan2_p = _std_prim("atan2", _binary_rule(_FLT, "atan2"))
+xor_p = _std_prim("xor", _binary_rule("iub", "xor"), impl=_jax_impl("bitwise_xor"))
+shift_left_p = _std_prim("shift_left", _binary_rule(_int_kinds, "shift_left"))
+shift_right_logical_p = _std_prim("shift_right_logical", _binary_rule(_int_kinds, "shift_right_logical"))
+shift_right_arithmetic_p = _std_prim("shift_right_arithmetic",
+                                     _binary_rule(_int_kinds, "shift_right_arithmetic"))
+
+
+def _clamp_rule(lo, x, hi):
+    if not (lo.dtype == x.dtype == hi.dtype):
+        raise errors.DTypeError(f"clamp requires min, operand and max of one dtype, got "
+                                f"{lo.dtype.name}, {x.dtype.name}, {hi.dtype.name}")
+    if x.dtype == np.bool_:
+        raise errors.DTypeError("clamp does not accept dtype bool")
+    for name, a in (("min", lo), ("max", hi)):
+        if a.shape not in ((), x.shape):
+            raise errors.ShapeError(f"clamp {name} shape {a.shape} must be () or the operand's {x.shape}")
+    return ShapedArray(x.shape, x.dtype, x.weak_type)
+
+
+clamp_p = _std_prim("clamp", _clamp_rule)
+
+
+def _bitcast_convert_rule(x, *, new_dtype):
+    new_dtype = np.dtype(new_dtype)
+    if np.bool_ in (x.dtype, new_dtype):
+        raise errors.DTypeError("bitcast_convert_type does not accept bool")
+    if x.dtype.itemsize != new_dtype.itemsize:
+        raise errors.UnsupportedError(
+            f"bitcast_convert_type between dtypes of different widths ({x.dtype.name} -> "
+            f"{new_dtype.name}) is not supported")
+    return ShapedArray(x.shape, new_dtype)
+
+
+bitcast_convert_type_p = _std_prim(
+    "bitcast_convert_type", _bitcast_convert_rule,
+    impl=lambda x, *, new_dtype: np.asarray(jax.lax.bitcast_convert_type(x, new_dtype)))
+
+
+# --- structural --------------------------------------------------------------------------
+
+def _check_dims(opname, dims, ndim):
+    if len(set(dims)) != len(dims) or any(not 0 <= d < ndim for d in dims):
+        raise errors.ShapeError(f"{opname} dimensions {tuple(dims)} are invalid for rank {ndim}")
+
+
+def _squeeze_rule(x, *, dimensions):
+    _check_dims("squeeze", dimensions, x.ndim)
+    for d in dimensions:
+        if x.shape[d] != 1:
+            raise errors.ShapeError(f"squeeze: dimension {d} has size {x.shape[d]}, not 1")
+    return ShapedArray([n for i, n in enumerate(x.shape) if i not in dimensions], x.dtype, x.weak_type)
+
+
+squeeze_p = _std_prim("squeeze", _squeeze_rule)
+
+
+def _rev_rule(x, *, dimensions):
+    _check_dims("rev", dimensions, x.ndim)
+    return x
+
+
+rev_p = _std_prim("rev", _rev_rule)
+
+
+def _pad_rule(x, padding_value, *, padding_config):
+    if x.dtype != padding_value.dtype:
+        raise errors.DTypeError(f"pad: operand dtype {x.dtype.name} and padding value dtype "
+                                f"{padding_value.dtype.name} differ")
+    if padding_value.shape != ():
+        raise errors.ShapeError(f"pad: padding value must be a scalar, got shape {padding_value.shape}")
+    if len(padding_config) != x.ndim:
+        raise errors.ShapeError(f"pad: padding_config needs one (low, high, interior) per dim "
+                                f"({x.ndim}), got {len(padding_config)}")
+    out = []
+    for n, (lo, hi, interior) in zip(x.shape, padding_config):
+        if interior < 0:
+            raise errors.ShapeError(f"pad: interior padding must be >= 0, got {interior}")
+        size = lo + hi + n + max(n - 1, 0) * interior
+        if size < 0:
+            raise errors.ShapeError(f"pad: padding {(lo, hi, interior)} makes a negative size "
+                                    f"for a dim of size {n}")
+        out.append(size)
+    return ShapedArray(out, x.dtype, x.weak_type)
+
+
+pad_p = _std_prim("pad", _pad_rule)
+
+
+def _concatenate_rule(*xs, dimension):
+    if not xs:
+        raise errors.ShapeError("concatenate needs at least one operand")
+    x0 = xs[0]
+    if not 0 <= dimension < builtins_max(x0.ndim, 1) or x0.ndim == 0:
+        raise errors.ShapeError(f"concatenate dimension {dimension} is invalid for rank {x0.ndim}")
+    for x in xs:
+        if x.dtype != x0.dtype:
+            raise errors.DTypeError("concatenate operands must have one dtype, got "
+                                    + ", ".join(a.dtype.name for a in xs))
+        if x.ndim != x0.ndim or any(a != b for i, (a, b) in enumerate(zip(x.shape, x0.shape))
+                                    if i != dimension):
+            raise errors.ShapeError("concatenate operands must have equal shapes except along "
+                                    f"dimension {dimension}, got " + ", ".join(str(a.shape) for a in xs))
+    shape = list(x0.shape)
+    shape[dimension] = sum(x.shape[dimension] for x in xs)
+    return ShapedArray(shape, x0.dtype, all(x.weak_type for x in xs))
+
+
+def builtins_max(a, b):
+    return a if a > b else b
+
+
+concatenate_p = _std_prim("concatenate", _concatenate_rule,
+                          impl=lambda *xs, dimension: np.asarray(jax.lax.concatenate(xs, dimension)))
+
+
+def _check_scalar_indices(opname, idx, ndim):
+    if len(idx) != ndim:
+        raise errors.ShapeError(f"{opname} needs one start index per operand dim ({ndim}), got {len(idx)}")
+    for i in idx:
+        if i.shape != () or i.dtype.kind not in _int_kinds:
+            raise errors.DTypeError(f"{opname} start indices must be integer scalars, got {i.str_short()}")
+
+
+def _dynamic_slice_rule(x, *idx, slice_sizes):
+    _check_scalar_indices("dynamic_slice", idx, x.ndim)
+    if len(slice_sizes) != x.ndim or any(not 0 <= s <= n for s, n in zip(slice_sizes, x.shape)):
+        raise errors.ShapeError(f"dynamic_slice slice_sizes {tuple(slice_sizes)} must be within "
+                                f"the operand shape {x.shape}")
+    return ShapedArray(slice_sizes, x.dtype, x.weak_type)
+
+
+dynamic_slice_p = _std_prim(
+    "dynamic_slice", _dynamic_slice_rule,
+    impl=lambda x, *idx, slice_sizes: np.asarray(jax.lax.dynamic_slice(x, idx, slice_sizes)))
+
+
+def _dynamic_update_slice_rule(x, update, *idx):
+    _check_scalar_indices("dynamic_update_slice", idx, x.ndim)
+    if update.dtype != x.dtype:
+        raise errors.DTypeError(f"dynamic_update_slice update dtype {update.dtype.name} differs "
+                                f"from the operand's {x.dtype.name}")
+    if update.ndim != x.ndim or any(u > n for u, n in zip(update.shape, x.shape)):
+        raise errors.ShapeError(f"dynamic_update_slice update shape {update.shape} must fit in "
+                                f"the operand shape {x.shape}")
+    return ShapedArray(x.shape, x.dtype, x.weak_type)
+
+
+dynamic_update_slice_p = _std_prim(
+    "dynamic_update_slice", _dynamic_update_slice_rule,
+    impl=lambda x, u, *idx: np.asarray(jax.lax.dynamic_update_slice(x, u, idx)))
+
+
+GatherDimensionNumbers = namedtuple("GatherDimensionNumbers",
+                                    ["offset_dims", "collapsed_slice_dims", "start_index_map"])
+GatherDimensionNumbers.__doc__ = """XLA gather dimension numbers (``jax.lax.GatherDimensionNumbers``
+without batching dims). The start indices' last dim is the index vector."""
+ScatterDimensionNumbers = namedtuple("ScatterDimensionNumbers",
+                                     ["update_window_dims", "inserted_window_dims",
+                                      "scatter_dims_to_operand_dims"])
+ScatterDimensionNumbers.__doc__ = """XLA scatter dimension numbers (``jax.lax.ScatterDimensionNumbers``
+without batching dims). The scatter indices' last dim is the index vector."""
+
+
+def _gather_rule(x, indices, *, dimension_numbers, slice_sizes):
+    dn = dimension_numbers
+    if indices.dtype.kind not in _int_kinds:
+        raise errors.DTypeError(f"gather indices must be integers, got {indices.dtype.name}")
+    if indices.ndim < 1 or indices.shape[-1] != len(dn.start_index_map):
+        raise errors.ShapeError(f"gather indices' last dim ({indices.shape}) must have "
+                                f"len(start_index_map) = {len(dn.start_index_map)} entries")
+    _check_dims("gather start_index_map", dn.start_index_map, x.ndim)
+    _check_dims("gather collapsed_slice_dims", dn.collapsed_slice_dims, x.ndim)
+    if len(slice_sizes) != x.ndim or any(not 0 <= s <= n for s, n in zip(slice_sizes, x.shape)):
+        raise errors.ShapeError(f"gather slice_sizes {tuple(slice_sizes)} must be within the operand "
+                                f"shape {x.shape}")
+    if any(slice_sizes[d] != 1 for d in dn.collapsed_slice_dims):
+        raise errors.ShapeError("gather collapsed_slice_dims must have slice size 1")
+    window = [slice_sizes[d] for d in range(x.ndim) if d not in dn.collapsed_slice_dims]
+    out_rank = indices.ndim - 1 + len(window)
+    if (len(dn.offset_dims) != len(window) or list(dn.offset_dims) != sorted(set(dn.offset_dims))
+            or any(not 0 <= d < out_rank for d in dn.offset_dims)):
+        raise errors.ShapeError(f"gather offset_dims {tuple(dn.offset_dims)} are invalid")
+    batch = iter(indices.shape[:-1])
+    win = iter(window)
+    shape = [next(win) if d in dn.offset_dims else next(batch) for d in range(out_rank)]
+    return ShapedArray(shape, x.dtype, x.weak_type)
+
+
+def _gather_impl(x, indices, *, dimension_numbers, slice_sizes):
+    dn = jax.lax.GatherDimensionNumbers(tuple(dimension_numbers.offset_dims),
+                                        tuple(dimension_numbers.collapsed_slice_dims),
+                                        tuple(dimension_numbers.start_index_map))
+    return np.asarray(jax.lax.gather(x, indices, dn, tuple(slice_sizes), mode="clip"))
+
+
+gather_p = _std_prim("gather", _gather_rule, impl=_gather_impl)
+
+
+def _scatter_rule(x, indices, updates, *, dimension_numbers, **_):
+    dn = dimension_numbers
+    if indices.dtype.kind not in _int_kinds:
+        raise errors.DTypeError(f"scatter indices must be integers, got {indices.dtype.name}")
+    if updates.dtype != x.dtype:
+        raise errors.DTypeError(f"scatter updates dtype {updates.dtype.name} differs from the "
+                                f"operand's {x.dtype.name}")
+    if indices.ndim < 1 or indices.shape[-1] != len(dn.scatter_dims_to_operand_dims):
+        raise errors.ShapeError(f"scatter indices' last dim ({indices.shape}) must have "
+                                f"{len(dn.scatter_dims_to_operand_dims)} entries")
+    _check_dims("scatter inserted_window_dims", dn.inserted_window_dims, x.ndim)
+    _check_dims("scatter scatter_dims_to_operand_dims", dn.scatter_dims_to_operand_dims, x.ndim)
+    if len(dn.update_window_dims) + len(dn.inserted_window_dims) != x.ndim:
+        raise errors.ShapeError("scatter: update_window_dims and inserted_window_dims must cover "
+                                "the operand's dims")
+    if updates.ndim != indices.ndim - 1 + len(dn.update_window_dims):
+        raise errors.ShapeError(f"scatter updates rank {updates.ndim} must be "
+                                f"{indices.ndim - 1 + len(dn.update_window_dims)}")
+    _check_dims("scatter update_window_dims", dn.update_window_dims, updates.ndim)
+    scatter_sizes = [n for d, n in enumerate(updates.shape) if d not in dn.update_window_dims]
+    if tuple(scatter_sizes) != indices.shape[:-1]:
+        raise errors.ShapeError(f"scatter updates shape {updates.shape} does not match the "
+                                f"indices' batch shape {indices.shape[:-1]}")
+    op_window = [d for d in range(x.ndim) if d not in dn.inserted_window_dims]
+    for od, ud in zip(op_window, dn.update_window_dims):
+        if updates.shape[ud] > x.shape[od]:
+            raise errors.ShapeError(f"scatter update window {updates.shape} larger than operand {x.shape}")
+    return x
+
+
+def _scatter_impl(name):
+    fn = {"scatter": jax.lax.scatter, "scatter-add": jax.lax.scatter_add,
+          "scatter-mul": jax.lax.scatter_mul, "scatter-min": jax.lax.scatter_min,
+          "scatter-max": jax.lax.scatter_max}[name]
+
+    def impl(x, indices, updates, *, dimension_numbers, indices_are_sorted=False, unique_indices=False):
+        dn = jax.lax.ScatterDimensionNumbers(*map(tuple, dimension_numbers))
+        return np.asarray(fn(x, indices, updates, dn, indices_are_sorted=indices_are_sorted,
+                             unique_indices=unique_indices, mode="drop"))
+    return impl
+
+
+scatter_p = _std_prim("scatter", _scatter_rule, impl=_scatter_impl("scatter"))
+scatter_add_p = _std_prim("scatter-add", _scatter_rule, impl=_scatter_impl("scatter-add"))
+scatter_mul_p = _std_prim("scatter-mul", _scatter_rule, impl=_scatter_impl("scatter-mul"))
+scatter_min_p = _std_prim("scatter-min", _scatter_rule, impl=_scatter_impl("scatter-min"))
+scatter_max_p = _std_prim("scatter-max", _scatter_rule, impl=_scatter_impl("scatter-max"))
+
+
+# --- reductions ----------------------------------------------------------------------------
+
+reduce_prod_p = _std_prim("reduce_prod", _reduce_rule("reduce_prod", _NUM))
+reduce_and_p = _std_prim("reduce_and", _reduce_rule("reduce_and", "iub"))
+reduce_or_p = _std_prim("reduce_or", _reduce_rule("reduce_or", "iub"))
+
+
+def _argminmax_rule(opname):
+    def rule(x, *, axes, index_dtype):
+        if len(axes) != 1 or not 0 <= axes[0] < x.ndim:
+            raise errors.ShapeError(f"{opname} axes {axes} are invalid for rank {x.ndim}")
+        if np.dtype(index_dtype).kind not in _int_kinds:
+            raise errors.DTypeError(f"{opname} index_dtype must be an integer type, got {index_dtype}")
+        if x.shape[axes[0]] == 0:
+            raise errors.ShapeError(f"{opname} requires a non-empty reduced dimension: "
+                                    f"operand shape {x.shape}, axis {axes[0]}")
+        return ShapedArray([n for i, n in enumerate(x.shape) if i != axes[0]], index_dtype)
+    return rule
+
+
+argmax_p = _std_prim("argmax", _argminmax_rule("argmax"),
+                     impl=lambda x, *, axes, index_dtype: np.asarray(jax.lax.argmax(x, axes[0], index_dtype)))
+argmin_p = _std_prim("argmin", _argminmax_rule("argmin"),
+                     impl=lambda x, *, axes, index_dtype: np.asarray(jax.lax.argmin(x, axes[0], index_dtype)))
+
+
+def _cumulative_rule(opname, kinds):
+    def rule(x, *, axis, reverse):
+        if x.dtype.kind not in kinds and not _is_float(x.dtype):
+            raise errors.DTypeError(f"{opname} does not accept dtype {x.dtype.name}")
+        if not 0 <= axis < x.ndim:
+            raise errors.ShapeError(f"{opname} axis {axis} is invalid for rank {x.ndim}")
+        return x
+    return rule
+
+
+cumsum_p = _std_prim("cumsum", _cumulative_rule("cumsum", _NUM))
+cumprod_p = _std_prim("cumprod", _cumulative_rule("cumprod", _NUM))
+cummax_p = _std_prim("cummax", _cumulative_rule("cummax", _NUM))
+cummin_p = _std_prim("cummin", _cumulative_rule("cummin", _NUM))
+
+
+# --- user-facing functions -----------------------------------------------------------------
+
+exp2, expm1, log1p, cbrt = map(_unary, (exp2_p, expm1_p, log1p_p, cbrt_p))
+sin, cos, tan, erf, erfc, is_finite = map(_unary, (sin_p, cos_p, tan_p, erf_p, erfc_p, is_finite_p))
+rem, pow, atan2 = map(_binary, (rem_p, pow_p, atan2_p))  # noqa: A001 (jax.lax's names)
+bitwise_xor = _binary(xor_p)
+shift_left, shift_right_logical, shift_right_arithmetic = map(
+    _binary, (shift_left_p, shift_right_logical_p, shift_right_arithmetic_p))
+
+
+class RoundingMethod:
+    """``jax.lax.RoundingMethod``: how ``round`` breaks ties."""
+    AWAY_FROM_ZERO = 0
+    TO_NEAREST_EVEN = 1
+
+
+def round(x, rounding_method=RoundingMethod.AWAY_FROM_ZERO):  # noqa: A001
+    """Round to the nearest integer (``jax.lax.round``); ties away from zero (0) or to even (1)."""
+    return round_p.bind(x, rounding_method=int(rounding_method))
+
+
+def clamp(min, x, max):  # noqa: A002 (jax.lax's signature)
+    """``min(max(x, min), max)`` elementwise (``jax.lax.clamp``); min/max may be scalars."""
+    return clamp_p.bind(_scalar_like(min, x), x, _scalar_like(max, x))
+
+
+def select(pred, on_true, on_false):
+    """``on_true`` where ``pred`` else ``on_false`` (``jax.lax.select``)."""
+    return select_n(pred, on_false, on_true)
+
+
+def bitcast_convert_type(operand, new_dtype):
+    """Reinterpret the bits as ``new_dtype`` of the same width (``jax.lax.bitcast_convert_type``)."""
+    return bitcast_convert_type_p.bind(operand, new_dtype=np.dtype(new_dtype))
+
+
+def squeeze(array, dimensions):
+    """Remove the size-1 ``dimensions`` (``jax.lax.squeeze``)."""
+    nd = get_aval(array).ndim
+    dims = tuple(sorted(int(d) % nd if nd else int(d) for d in dimensions))
+    return squeeze_p.bind(array, dimensions=dims)
+
+
+def expand_dims(array, dimensions):
+    """Insert size-1 dims at ``dimensions`` of the result (``jax.lax.expand_dims``)."""
+    shape = list(get_aval(array).shape)
+    nd = len(shape) + len(dimensions)
+    for d in sorted(int(d) % nd for d in dimensions):
+        shape.insert(d, 1)
+    return reshape(array, shape)
+
+
+def rev(operand, dimensions):
+    """Reverse the order of elements along ``dimensions`` (``jax.lax.rev``)."""
+    return rev_p.bind(operand, dimensions=tuple(int(d) for d in dimensions))
+
+
+def pad(operand, padding_value, padding_config):
+    """Pad with ``(low, high, interior)`` per dim (``jax.lax.pad``); negative low/high crop."""
+    config = tuple((int(lo), int(hi), int(i)) for lo, hi, i in padding_config)
+    return pad_p.bind(operand, _scalar_like(padding_value, operand), padding_config=config)
+
+
+def concatenate(operands, dimension):
+    """Join ``operands`` along ``dimension`` (``jax.lax.concatenate``)."""
+    return concatenate_p.bind(*operands, dimension=int(dimension))
+
+
+def _index_scalars(indices, shape):
+    """Start indices as integer scalars of one dtype (the traced ones', or int32), with negative
+    indices counted from the end of their dim, as ``jax.lax.dynamic_slice`` does before binding."""
+    traced = [get_aval(i).dtype for i in indices if isinstance(i, Tracer)]
+    dtype = traced[0] if traced else np.dtype(np.int32)
+    out = []
+    for i, n in zip(indices, shape):
+        if not isinstance(i, Tracer):
+            v = int(i)
+            out.append(np.asarray(v + n if v < 0 else v).astype(dtype)[()])
+        elif get_aval(i).dtype.kind == "i":
+            out.append(select_n(lt(i, np.asarray(0, dtype)[()]), i, add(i, np.asarray(n).astype(dtype)[()])))
+        else:
+            out.append(i)
+    return out + list(indices[len(shape):])
+
+
+def dynamic_slice(operand, start_indices, slice_sizes):
+    """Slice of ``slice_sizes`` at traced ``start_indices`` (``jax.lax.dynamic_slice``): negative
+    starts count from the end, then starts are clamped so the slice lies inside the operand."""
+    return dynamic_slice_p.bind(operand, *_index_scalars(start_indices, get_aval(operand).shape),
+                                slice_sizes=tuple(int(s) for s in slice_sizes))
+
+
+def dynamic_update_slice(operand, update, start_indices):
+    """``operand`` with ``update`` written at (clamped) ``start_indices`` (``jax.lax.dynamic_update_slice``)."""
+    return dynamic_update_slice_p.bind(operand, update, *_index_scalars(start_indices, get_aval(operand).shape))
+
+
+def gather(operand, start_indices, dimension_numbers, slice_sizes):
+    """XLA gather (``jax.lax.gather`` with ``mode='clip'``): start indices are clamped so each
+    slice lies inside the operand. ``dimension_numbers`` is a ``GatherDimensionNumbers``."""
+    dn = GatherDimensionNumbers(*(tuple(int(d) for d in x) for x in dimension_numbers[:3]))
+    return gather_p.bind(operand, start_indices, dimension_numbers=dn,
+                         slice_sizes=tuple(int(s) for s in slice_sizes))
+
+
+def _scatter_fn(p, doc):
+    def fn(operand, scatter_indices, updates, dimension_numbers, indices_are_sorted=False,
+           unique_indices=False):
+        dn = ScatterDimensionNumbers(*(tuple(int(d) for d in x) for x in dimension_numbers[:3]))
+        return p.bind(operand, scatter_indices, updates, dimension_numbers=dn,
+                      indices_are_sorted=bool(indices_are_sorted), unique_indices=bool(unique_indices))
+    fn.__name__ = p.name.replace("-", "_")
+    fn.__doc__ = (f"XLA scatter that {doc} (``jax.lax.{fn.__name__}`` with ``mode='drop'``): "
+                  "update windows that do not lie inside the operand are skipped.")
+    return fn
+
+
+scatter = _scatter_fn(scatter_p, "replaces the operand's elements")
+scatter_add = _scatter_fn(scatter_add_p, "adds into the operand")
+scatter_mul = _scatter_fn(scatter_mul_p, "multiplies into the operand")
+scatter_min = _scatter_fn(scatter_min_p, "takes the minimum with the operand")
+scatter_max = _scatter_fn(scatter_max_p, "takes the maximum with the operand")
+
+
+def _axes(axes):
+    return tuple(sorted(int(a) for a in axes))
+
+
+def reduce_prod(operand, axes):
+    """Product over ``axes`` (``jax.lax.reduce_prod``); empty extents give 1."""
+    return reduce_prod_p.bind(operand, axes=_axes(axes))
+
+
+def reduce_and(operand, axes):
+    """Logical/bitwise and over ``axes`` (``jax.lax.reduce_and``); empty extents give True / all ones."""
+    return reduce_and_p.bind(operand, axes=_axes(axes))
+
+
+def reduce_or(operand, axes):
+    """Logical/bitwise or over ``axes`` (``jax.lax.reduce_or``); empty extents give False / 0."""
+    return reduce_or_p.bind(operand, axes=_axes(axes))
+
+
+def argmax(operand, axis, index_dtype):
+    """Index of the maximum along ``axis`` (``jax.lax.argmax``): the first maximum; a NaN counts
+    as the maximum (the first NaN wins). Raises ShapeError for an empty axis, as JAX does."""
+    return argmax_p.bind(operand, axes=(int(axis),), index_dtype=canonicalize_dtype(index_dtype))
+
+
+def argmin(operand, axis, index_dtype):
+    """Index of the minimum along ``axis`` (``jax.lax.argmin``); NaN and ties as ``argmax``."""
+    return argmin_p.bind(operand, axes=(int(axis),), index_dtype=canonicalize_dtype(index_dtype))
+
+
+def _cumulative(p):
+    def fn(operand, axis=0, reverse=False):
+        nd = get_aval(operand).ndim
+        return p.bind(operand, axis=int(axis) % nd if nd else int(axis), reverse=bool(reverse))
+    fn.__name__ = p.name
+    fn.__doc__ = (f"Inclusive cumulative ``{p.name[3:]}`` along ``axis`` (``jax.lax.{p.name}``); "
+                  "``reverse`` scans from the end.")
+    return fn
+
+
+cumsum, cumprod, cummax, cummin = map(_cumulative, (cumsum_p, cumprod_p, cummax_p, cummin_p))

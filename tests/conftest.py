@@ -8,6 +8,9 @@ import pytest
 
 BACKENDS = ("llvm", "jax")
 
+# Every compile in the test suite runs the HLO verifier after each pass (minixla.jit).
+os.environ.setdefault("MINIXLA_VERIFY", "1")
+
 
 def filecheck(text: str, checks: str):
     """Run the ``filecheck`` package (a Python FileCheck) on ``text`` with ``CHECK:`` lines."""

@@ -36,7 +36,7 @@ def test_closed_over_array_becomes_constvar():
     w = np.arange(3, dtype=f32)
     jaxpr = minixla.make_jaxpr(lambda x: x * w)(np.ones(3, f32))
     assert str(jaxpr) == "{ lambda a:f32[3]; b:f32[3]. let c:f32[3] = mul b a in (c,) }"
-    assert jaxpr.consts[0] is w
+    np.testing.assert_array_equal(jaxpr.consts[0], w)
 
 
 def test_pytree_inputs_and_outputs():

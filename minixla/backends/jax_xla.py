@@ -116,3 +116,61 @@ def compile_module(module, assignment=None) -> JaxExecutable:
     """Backend entry point (same signature as the LLVM backend's; the buffer assignment is unused:
     XLA does its own)."""
     return JaxExecutable(module)
+
+
+# ---------------------------------------------------------------------------------------
+# The rest of the lax surface (issue 3).
+
+for _op, _fn in {
+    "exponential-minus-one": lax.expm1, "log-plus-one": lax.log1p, "cbrt": lax.cbrt, "sine": lax.sin,
+    "cosine": lax.cos, "tan": lax.tan, "erf": lax.erf, "erfc": lax.erfc, "is-finite": lax.is_finite,
+    "remainder": lax.rem, "atan2": lax.atan2, "xor": lax.bitwise_xor, "shift-left": lax.shift_left,
+    "shift-right-logical": lax.shift_right_logical, "shift-right-arithmetic": lax.shift_right_arithmetic,
+    "clamp": lax.clamp,
+}.items():
+    jax_rules[_op] = (lambda fn: lambda instr, *xs: fn(*xs))(_fn)
+
+jax_rules["round-nearest-afz"] = lambda instr, x: lax.round(x, lax.RoundingMethod.AWAY_FROM_ZERO)
+jax_rules["round-nearest-even"] = lambda instr, x: lax.round(x, lax.RoundingMethod.TO_NEAREST_EVEN)
+jax_rules["bitcast-convert"] = lambda instr, x: lax.bitcast_convert_type(x, instr.shape.dtype)
+jax_rules["reverse"] = lambda instr, x: lax.rev(x, instr.attrs["dimensions"])
+jax_rules["pad"] = lambda instr, x, v: lax.pad(x, v, instr.attrs["padding_config"])
+jax_rules["concatenate"] = lambda instr, *xs: lax.concatenate(xs, instr.attrs["dimensions"][0])
+jax_rules["dynamic-slice"] = lambda instr, x, *idx: lax.dynamic_slice(
+    x, idx, instr.attrs["dynamic_slice_sizes"])
+jax_rules["dynamic-update-slice"] = lambda instr, x, u, *idx: lax.dynamic_update_slice(x, u, idx)
+
+
+def _gather(instr, x, indices):
+    a = instr.attrs
+    dn = lax.GatherDimensionNumbers(a["offset_dims"], a["collapsed_slice_dims"], a["start_index_map"])
+    return lax.gather(x, indices, dn, a["slice_sizes"], mode=lax.GatherScatterMode.CLIP)
+
+
+jax_rules["gather"] = _gather
+
+_SCATTERS = {"parameter": lax.scatter, "add": lax.scatter_add, "multiply": lax.scatter_mul,
+             "minimum": lax.scatter_min, "maximum": lax.scatter_max}
+
+
+def _scatter(instr, x, indices, updates):
+    a = instr.attrs
+    root = instr.called[0].root
+    if root.opcode == "parameter" and root.parameter_number != 1:
+        raise errors.UnsupportedError("jax backend: scatter region must return the update or combine")
+    dn = lax.ScatterDimensionNumbers(a["update_window_dims"], a["inserted_window_dims"],
+                                     a["scatter_dims_to_operand_dims"])
+    return _SCATTERS[root.opcode](x, indices, updates, dn, mode=lax.GatherScatterMode.FILL_OR_DROP)
+
+
+jax_rules["scatter"] = _scatter
+_REDUCERS.update({"multiply": lax.mul, "and": lax.bitwise_and, "or": lax.bitwise_or})
+
+
+def _reduce_window(instr, x, init):
+    w = instr.attrs["window"]
+    reducer = _REDUCERS[instr.called[0].root.opcode]
+    return lax.reduce_window(x, init, reducer, w["size"], w["stride"], w["pad"])
+
+
+jax_rules["reduce-window"] = _reduce_window

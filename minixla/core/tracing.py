@@ -118,17 +118,68 @@ class Tracer:
     def __getitem__(self, idx): return self._np()._getitem(self, idx)
     __hash__ = object.__hash__
 
+    def __floordiv__(self, o): return self._np().floor_divide(self, o)
+    def __rfloordiv__(self, o): return self._np().floor_divide(o, self)
+    def __mod__(self, o): return self._np().remainder(self, o)
+    def __rmod__(self, o): return self._np().remainder(o, self)
+    def __divmod__(self, o): return self._np().divmod(self, o)
+    def __rdivmod__(self, o): return self._np().divmod(o, self)
+    def __rpow__(self, o): return self._np().power(o, self)
+    def __and__(self, o): return self._np().bitwise_and(self, o)
+    def __rand__(self, o): return self._np().bitwise_and(o, self)
+    def __or__(self, o): return self._np().bitwise_or(self, o)
+    def __ror__(self, o): return self._np().bitwise_or(o, self)
+    def __xor__(self, o): return self._np().bitwise_xor(self, o)
+    def __rxor__(self, o): return self._np().bitwise_xor(o, self)
+    def __invert__(self): return self._np().invert(self)
+    def __lshift__(self, o): return self._np().left_shift(self, o)
+    def __rlshift__(self, o): return self._np().left_shift(o, self)
+    def __rshift__(self, o): return self._np().right_shift(self, o)
+    def __rrshift__(self, o): return self._np().right_shift(o, self)
+
+    def __iter__(self):
+        if not self.shape:
+            raise TypeError("iteration over a 0-d array")
+        return (self[i] for i in range(self.shape[0]))
+
+    @property
+    def at(self):
+        """``x.at[idx].set(v)`` / ``.add`` / ``.multiply`` / ``.min`` / ``.max`` / ``.get`` (static idx)."""
+        return self._np()._IndexUpdateHelper(self)
+
     @property
     def T(self): return self._np().transpose(self)
+    @property
+    def mT(self): return self._np().swapaxes(self, -1, -2)
     def astype(self, dtype): return self._np().astype(self, dtype)
     def reshape(self, *shape):
         shape = shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
         return self._np().reshape(self, shape)
-    def transpose(self, *axes): return self._np().transpose(self, axes or None)
-    def sum(self, axis=None, keepdims=False): return self._np().sum(self, axis, keepdims=keepdims)
+    def transpose(self, *axes):
+        axes = axes[0] if len(axes) == 1 and isinstance(axes[0], (tuple, list)) else axes
+        return self._np().transpose(self, axes or None)
+    def flatten(self): return self._np().ravel(self)
+    def ravel(self): return self._np().ravel(self)
+    def squeeze(self, axis=None): return self._np().squeeze(self, axis)
+    def swapaxes(self, a, b): return self._np().swapaxes(self, a, b)
+    def sum(self, axis=None, dtype=None, keepdims=False): return self._np().sum(self, axis, dtype, keepdims=keepdims)
+    def prod(self, axis=None, dtype=None, keepdims=False): return self._np().prod(self, axis, dtype, keepdims=keepdims)
     def max(self, axis=None, keepdims=False): return self._np().max(self, axis, keepdims=keepdims)
     def min(self, axis=None, keepdims=False): return self._np().min(self, axis, keepdims=keepdims)
-    def mean(self, axis=None, keepdims=False): return self._np().mean(self, axis, keepdims=keepdims)
+    def mean(self, axis=None, dtype=None, keepdims=False): return self._np().mean(self, axis, dtype, keepdims=keepdims)
+    def var(self, axis=None, dtype=None, ddof=0, keepdims=False):
+        return self._np().var(self, axis, dtype, ddof=ddof, keepdims=keepdims)
+    def std(self, axis=None, dtype=None, ddof=0, keepdims=False):
+        return self._np().std(self, axis, dtype, ddof=ddof, keepdims=keepdims)
+    def all(self, axis=None, keepdims=False): return self._np().all(self, axis, keepdims=keepdims)
+    def any(self, axis=None, keepdims=False): return self._np().any(self, axis, keepdims=keepdims)
+    def argmax(self, axis=None, keepdims=False): return self._np().argmax(self, axis, keepdims=keepdims)
+    def argmin(self, axis=None, keepdims=False): return self._np().argmin(self, axis, keepdims=keepdims)
+    def cumsum(self, axis=None, dtype=None): return self._np().cumsum(self, axis, dtype)
+    def cumprod(self, axis=None, dtype=None): return self._np().cumprod(self, axis, dtype)
+    def clip(self, min=None, max=None): return self._np().clip(self, min, max)  # noqa: A002
+    def round(self, decimals=0): return self._np().round(self, decimals)
+    def dot(self, other): return self._np().dot(self, other)
 
 
 class JaxprTrace:

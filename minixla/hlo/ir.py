@@ -77,11 +77,14 @@ class Shape:
 ELEMENTWISE_UNARY = {
     "negate", "abs", "sign", "floor", "ceil", "exponential", "log", "tanh", "logistic",
     "sqrt", "rsqrt", "not", "convert",
+    "exponential-minus-one", "log-plus-one", "round-nearest-afz", "round-nearest-even", "sine",
+    "cosine", "tan", "cbrt", "erf", "erfc", "is-finite", "bitcast-convert",
 }
 ELEMENTWISE_BINARY = {"add", "subtract", "multiply", "divide", "maximum", "minimum", "and", "or",
-                      "compare"}
-ELEMENTWISE = ELEMENTWISE_UNARY | ELEMENTWISE_BINARY | {"select"}
-COMMUTATIVE = {"add", "multiply", "maximum", "minimum", "and", "or"}
+                      "compare", "xor", "remainder", "power", "atan2", "shift-left",
+                      "shift-right-logical", "shift-right-arithmetic"}
+ELEMENTWISE = ELEMENTWISE_UNARY | ELEMENTWISE_BINARY | {"select", "clamp"}
+COMMUTATIVE = {"add", "multiply", "maximum", "minimum", "and", "or", "xor"}
 
 
 class HloInstruction:
@@ -168,6 +171,22 @@ class HloComputation:
         if self.root is old:
             self.root = new
 
+    def replace_uses(self, mapping: dict) -> None:
+        """Replace every use of each key of ``mapping`` by its value (the root included), in one
+        O(n) sweep; chains ``a -> b -> c`` are followed. Use this instead of calling
+        ``replace_all_uses`` once per instruction, which is O(n) each time."""
+        if not mapping:
+            return
+
+        def resolve(i):
+            while i in mapping:
+                i = mapping[i]
+            return i
+        for instr in self.instructions:
+            if any(o in mapping for o in instr.operands):
+                instr.operands = [resolve(o) for o in instr.operands]
+        self.root = resolve(self.root)
+
     def sort_topologically(self):
         """Re-establish operands-before-users order (stable: keeps the current order when valid)."""
         pos = {i: n for n, i in enumerate(self.instructions)}
@@ -222,9 +241,33 @@ class HloModule:
         visit(self.entry)
         return order
 
-    def to_string(self, print_metadata: bool = False) -> str:
+    def clone(self) -> "HloModule":
+        """A copy whose computations and instructions are new objects (literals, attributes and
+        metadata are shared: passes replace them, never mutate them). Iterative and O(n),
+        unlike ``copy.deepcopy``, which recurses along operand chains."""
+        new = HloModule(self.name)
+        n = next(self._counter)
+        self._counter, new._counter = itertools.count(n), itertools.count(n)
+        new._names = set(self._names)
+        comps = {}
+        for comp in self.computations:  # callees first
+            c = HloComputation(comp.name)
+            c.module = new
+            instrs = {}
+            for i in comp.instructions:
+                instrs[i] = HloInstruction(
+                    i.opcode, i.shape, [instrs[o] for o in i.operands], i.attrs,
+                    [comps[k] for k in i.called], i.name, i.parameter_number, i.literal, dict(i.metadata))
+                c.instructions.append(instrs[i])
+            c.root = instrs[comp.root]
+            comps[comp] = c
+        new.entry = comps[self.entry]
+        return new
+
+    def to_string(self, print_metadata: bool = False, print_large_constants: bool = False) -> str:
         from minixla.hlo.printer import print_module
-        return print_module(self, print_metadata=print_metadata)
+        return print_module(self, print_metadata=print_metadata,
+                            print_large_constants=print_large_constants)
 
     def __str__(self):
         return self.to_string()

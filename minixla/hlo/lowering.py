@@ -230,6 +230,12 @@ def reduction_init(opcode, dtype):
             return np.asarray(np.inf if big else -np.inf, dtype)
         info = np.iinfo(dtype)
         return np.asarray(info.max if big else info.min, dtype)
+    if opcode == "multiply":
+        return np.ones((), dtype)
+    if opcode == "and":  # True / all bits set
+        return np.asarray(True if dtype == np.bool_ else -1).astype(dtype)
+    if opcode == "or":
+        return np.zeros((), dtype)
     raise ValueError(opcode)
 
 
@@ -297,3 +303,142 @@ def _conv(ctx, operands, in_avals, out_aval, *, window_strides, padding, lhs_dil
 
 
 lowering_rules[lax.conv_general_dilated_p] = _conv
+
+
+# ---------------------------------------------------------------------------------------
+# The rest of the lax surface (issue 3).
+
+for _prim, _opcode in [
+    (lax.expm1_p, "exponential-minus-one"), (lax.log1p_p, "log-plus-one"), (lax.cbrt_p, "cbrt"),
+    (lax.sin_p, "sine"), (lax.cos_p, "cosine"), (lax.tan_p, "tan"), (lax.erf_p, "erf"), (lax.erfc_p, "erfc"),
+    (lax.is_finite_p, "is-finite"), (lax.rem_p, "remainder"), (lax.pow_p, "power"),
+    (lax.atan2_p, "atan2"), (lax.xor_p, "xor"), (lax.shift_left_p, "shift-left"),
+    (lax.shift_right_logical_p, "shift-right-logical"),
+    (lax.shift_right_arithmetic_p, "shift-right-arithmetic"), (lax.clamp_p, "clamp"),
+    (lax.bitcast_convert_type_p, "bitcast-convert"),
+]:
+    lowering_rules[_prim] = _elementwise(_opcode)
+
+
+def _exp2(ctx, operands, in_avals, out_aval):
+    # As JAX lowers it: exp(x * log(2)), with log(2) rounded to the operand's dtype.
+    x, = operands
+    shape = shape_of(out_aval)
+    ln2 = ctx.broadcast_to(ctx.constant(np.log(2), out_aval.dtype), out_aval.shape)
+    return ctx.add("exponential", shape, [ctx.add("multiply", shape, [ln2, x])])
+
+
+lowering_rules[lax.exp2_p] = _exp2
+lowering_rules[lax.round_p] = lambda ctx, ops, ia, oa, *, rounding_method: ctx.add(
+    "round-nearest-afz" if rounding_method == 0 else "round-nearest-even", shape_of(oa), ops)
+lowering_rules[lax.squeeze_p] = lambda ctx, ops, ia, oa, *, dimensions: _reshape(
+    ctx, ops, ia, oa, new_sizes=oa.shape)
+lowering_rules[lax.rev_p] = lambda ctx, ops, ia, oa, *, dimensions: ops[0] if not dimensions else ctx.add(
+    "reverse", shape_of(oa), ops, dimensions=tuple(dimensions))
+lowering_rules[lax.pad_p] = lambda ctx, ops, ia, oa, *, padding_config: ctx.add(
+    "pad", shape_of(oa), ops, padding_config=tuple(tuple(c) for c in padding_config))
+lowering_rules[lax.concatenate_p] = lambda ctx, ops, ia, oa, *, dimension: ops[0] if len(ops) == 1 else ctx.add(
+    "concatenate", shape_of(oa), ops, dimensions=(dimension,))
+lowering_rules[lax.dynamic_slice_p] = lambda ctx, ops, ia, oa, *, slice_sizes: ctx.add(
+    "dynamic-slice", shape_of(oa), ops, dynamic_slice_sizes=tuple(slice_sizes))
+lowering_rules[lax.dynamic_update_slice_p] = lambda ctx, ops, ia, oa: ctx.add(
+    "dynamic-update-slice", shape_of(oa), ops)
+
+
+def _gather(ctx, operands, in_avals, out_aval, *, dimension_numbers, slice_sizes):
+    dn = dimension_numbers
+    return ctx.add("gather", shape_of(out_aval), operands, offset_dims=tuple(dn.offset_dims),
+                   collapsed_slice_dims=tuple(dn.collapsed_slice_dims),
+                   start_index_map=tuple(dn.start_index_map),
+                   index_vector_dim=in_avals[1].ndim - 1, slice_sizes=tuple(slice_sizes))
+
+
+lowering_rules[lax.gather_p] = _gather
+
+
+def scatter_region(ctx, combiner, dtype) -> HloComputation:
+    """The scatter's ``to_apply``: ``(old, update) -> combiner(old, update)``; for a plain
+    scatter it returns the update."""
+    if combiner is not None:
+        return ctx.region(combiner, dtype)
+    comp = ctx.module.new_computation("region_set")
+    s = Shape(dtype, ())
+    comp.add_instruction(HloInstruction("parameter", s, name=ctx.module.unique_name("Arg_0"),
+                                        parameter_number=0))
+    comp.root = comp.add_instruction(HloInstruction("parameter", s, name=ctx.module.unique_name("Arg_1"),
+                                                    parameter_number=1))
+    return comp
+
+
+def _scatter(combiner):
+    def rule(ctx, operands, in_avals, out_aval, *, dimension_numbers, indices_are_sorted=False,
+             unique_indices=False):
+        dn = dimension_numbers
+        return ctx.add("scatter", shape_of(out_aval), operands,
+                       called=[scatter_region(ctx, combiner, out_aval.dtype)],
+                       update_window_dims=tuple(dn.update_window_dims),
+                       inserted_window_dims=tuple(dn.inserted_window_dims),
+                       scatter_dims_to_operand_dims=tuple(dn.scatter_dims_to_operand_dims),
+                       index_vector_dim=in_avals[1].ndim - 1)
+    return rule
+
+
+for _prim, _comb in [(lax.scatter_p, None), (lax.scatter_add_p, "add"), (lax.scatter_mul_p, "multiply"),
+                     (lax.scatter_min_p, "minimum"), (lax.scatter_max_p, "maximum")]:
+    lowering_rules[_prim] = _scatter(_comb)
+
+lowering_rules[lax.reduce_prod_p] = _reduce("multiply")
+lowering_rules[lax.reduce_and_p] = _reduce("and")
+lowering_rules[lax.reduce_or_p] = _reduce("or")
+
+
+def _argminmax(which):
+    def rule(ctx, operands, in_avals, out_aval, *, axes, index_dtype):
+        # As single-operand reduces (both backends' reduce kernels handle them; XLA uses one
+        # variadic reduce): m = max(x) along the axis, NaN-propagating; the answer is the
+        # smallest index i with x[i] == m, or with x[i] NaN (then m is NaN: the first NaN).
+        x, = operands
+        dims = x.shape.dims
+        axis = axes[0]
+        kept = tuple(d for d in range(len(dims)) if d != axis)
+        m = _reduce(which)(ctx, [x], in_avals, out_aval.update(dtype=x.shape.dtype), axes=axes)
+        m = ctx.add("broadcast", x.shape, [m], dimensions=kept) if kept or dims else m
+        pred = Shape(np.bool_, dims)
+        hit = ctx.add("compare", pred, [x, m], direction="EQ")
+        if x.shape.dtype.kind == "f" or x.shape.dtype.name == "bfloat16":
+            hit = ctx.add("or", pred, [hit, ctx.add("compare", pred, [x, x], direction="NE")])
+        idx_shape = Shape(index_dtype, dims)
+        iota = ctx.add("iota", idx_shape, [], iota_dimension=axis)
+        n = ctx.add("broadcast", idx_shape, [ctx.constant(dims[axis], index_dtype)], dimensions=())
+        candidates = ctx.add("select", idx_shape, [hit, iota, n])
+        return _reduce("minimum")(ctx, [candidates], in_avals, out_aval, axes=axes)
+    return rule
+
+
+lowering_rules[lax.argmax_p] = _argminmax("maximum")
+lowering_rules[lax.argmin_p] = _argminmax("minimum")
+
+
+def _cumulative(opcode):
+    def rule(ctx, operands, in_avals, out_aval, *, axis, reverse):
+        # A reduce-window whose window spans the whole axis, padded so that output i sees
+        # elements 0..i (or i..n-1 when reversed), as JAX lowers cumulative reductions.
+        x, = operands
+        dims = x.shape.dims
+        n = dims[axis]
+        size = tuple(n if d == axis else 1 for d in range(len(dims)))
+        pad = tuple(((0, n - 1) if reverse else (n - 1, 0)) if d == axis else (0, 0)
+                    for d in range(len(dims)))
+        ones = (1,) * len(dims)
+        if n == 0:
+            return x
+        init = ctx.constant(reduction_init(opcode, x.shape.dtype), x.shape.dtype)
+        window = dict(size=size, stride=ones, pad=pad, lhs_dilate=ones, rhs_dilate=ones)
+        return ctx.add("reduce-window", shape_of(out_aval), [x, init],
+                       called=[ctx.region(opcode, x.shape.dtype)], window=window)
+    return rule
+
+
+for _prim, _opcode in [(lax.cumsum_p, "add"), (lax.cumprod_p, "multiply"), (lax.cummax_p, "maximum"),
+                       (lax.cummin_p, "minimum")]:
+    lowering_rules[_prim] = _cumulative(_opcode)

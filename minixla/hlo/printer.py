@@ -29,11 +29,11 @@ def _fmt_scalar(v) -> str:
     return str(v)
 
 
-def format_literal(value: np.ndarray) -> str:
+def format_literal(value: np.ndarray, print_large_constants: bool = False) -> str:
     value = np.asarray(value)
     if value.ndim == 0:
         return _fmt_scalar(value)
-    if value.size > MAX_PRINTED_CONSTANT:
+    if value.size > MAX_PRINTED_CONSTANT and not print_large_constants:
         return "{...}"
 
     def rec(a):
@@ -71,11 +71,11 @@ def format_attr(key, value) -> str:
     return f"{key}={value}"
 
 
-def print_instruction(instr, is_root=False, print_metadata=False) -> str:
+def print_instruction(instr, is_root=False, print_metadata=False, print_large_constants=False) -> str:
     if instr.opcode == "parameter":
         args = str(instr.parameter_number)
     elif instr.opcode == "constant":
-        args = format_literal(instr.literal)
+        args = format_literal(instr.literal, print_large_constants)
     else:
         args = ", ".join(f"%{o.name}" for o in instr.operands)
     text = f"{'ROOT ' if is_root else ''}%{instr.name} = {instr.shape} {instr.opcode}({args})"
@@ -90,12 +90,13 @@ def print_instruction(instr, is_root=False, print_metadata=False) -> str:
     return text + "".join(", " + e for e in extras)
 
 
-def print_computation(comp, is_entry=False, print_metadata=False) -> str:
+def print_computation(comp, is_entry=False, print_metadata=False, print_large_constants=False) -> str:
     params = ", ".join(f"{p.name}: {_no_layout(p.shape)}" for p in comp.parameters)
     head = f"{'ENTRY ' if is_entry else ''}%{comp.name} ({params}) -> {_no_layout(comp.root.shape)} {{"
     lines = [head]
     for instr in comp.instructions:
-        lines.append("  " + print_instruction(instr, instr is comp.root, print_metadata))
+        lines.append("  " + print_instruction(instr, instr is comp.root, print_metadata,
+                                              print_large_constants))
     lines.append("}")
     return "\n".join(lines)
 
@@ -106,9 +107,13 @@ def _no_layout(shape) -> str:
     return str(shape).split("{")[0]
 
 
-def print_module(module, print_metadata=False) -> str:
+def print_module(module, print_metadata=False, print_large_constants=False) -> str:
+    """The module's text. ``print_large_constants`` prints every constant's values instead of
+    ``{...}`` for those over ``MAX_PRINTED_CONSTANT`` elements (dumps use it, so the text parses
+    back to the same program)."""
     parts = [f"HloModule {module.name}", ""]
     for comp in module.computations:
-        parts.append(print_computation(comp, comp is module.entry, print_metadata))
+        parts.append(print_computation(comp, comp is module.entry, print_metadata,
+                                       print_large_constants))
         parts.append("")
     return "\n".join(parts)

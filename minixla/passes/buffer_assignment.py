@@ -1,18 +1,39 @@
-"""Buffer assignment (``xla/service/buffer_assignment.cc``, ``heap_simulator.cc``).
+"""Buffer assignment (``xla/service/buffer_assignment.cc``, ``hlo_dataflow_analysis.cc``,
+``heap_simulator.cc``).
 
-Every array value of the entry computation needs memory. Parameters live in the caller's
-arrays, constants in the executable, and the program's outputs are written straight into
-fresh result arrays. Everything else is a *temporary*, and all temporaries share one *arena*:
+Every array *value* of the entry computation (the result of one instruction) needs memory.
+Buffer assignment decides which *buffer* holds each value and where each buffer lives:
 
-1. **Aliasing.** A ``reshape`` of a row-major array is a bitcast: it shares its operand's buffer.
-2. **Live ranges.** With the instructions run in their listed order (the schedule), a buffer
-   is live from the step that defines it to the last step that reads it (inclusive: a kernel
-   reads its operands while it writes its output, so they must not overlap).
-3. **Heap simulation.** Buffers are placed largest first, each at the offset that leaves the
-   smallest gap among the buffers whose live ranges overlap its own ("global decreasing-size
-   best fit"). Buffers whose lifetimes are disjoint end up reusing the same bytes.
+- a **parameter**'s value lives in the caller's array; a **constant**'s in the executable;
+- the program's **outputs** are written straight into fresh result arrays (no final copy);
+- everything else is a **temporary**, and all temporaries share one preallocated *arena*.
 
-``naive_bytes`` (every temporary in its own allocation) versus ``arena_size`` shows the reuse.
+The steps, each a rule a reader can check on the printed plan (``to_string()``):
+
+1. **Dataflow.** A ``reshape``/``bitcast`` of a row-major array is a bitcast: it defines no new
+   value, it is another name for its operand's value. ``uses`` of a value are the instructions
+   reading it under any of its names.
+2. **Live ranges.** The schedule is the order the instructions are listed in. A value is live
+   from the step that defines it to the last step that reads it, inclusive: a kernel reads its
+   operands while it writes its output, so by default they must not share bytes.
+3. **In-place reuse.** Rule 2's exception: a kernel may write its output over an operand's
+   buffer when (a) it is that operand's last use, (b) the two have the same size and dtype,
+   (c) the kernel reads the operand only at the index it is writing (an elementwise op, or a
+   kLoop fusion in which every path from that operand to the root is elementwise at the
+   root's shape) so element ``i`` is read before it is overwritten and never read again, and
+   (d) the operand's buffer may be written: a temporary, or a parameter the caller *donated*
+   (``minixla.jit(f, donate_argnums=...)``, as in JAX) and does not get back as an output;
+   never a constant, and never another output's array. The output then *is* the operand's
+   buffer; the backend reads the operand through the output pointer (so a kernel never sees
+   two pointers to the same bytes). An output computed in place of a donated parameter
+   is returned in the caller's array (``alias_size_in_bytes`` in ``memory_analysis``).
+4. **Heap simulation.** Temporary buffers are placed largest first, each at the offset that
+   leaves the smallest gap among the already-placed buffers whose live ranges overlap its own
+   ("global decreasing-size best fit"). Buffers whose lifetimes are disjoint reuse the same
+   bytes. The arena is the highest byte used.
+
+``naive_bytes`` (every temporary value in its own allocation) versus ``arena_size`` shows the
+reuse; ``minixla.memory.memory_analysis`` adds the live-bytes lower bound the heap can be judged by.
 """
 from __future__ import annotations
 
@@ -20,6 +41,10 @@ from dataclasses import dataclass, field
 
 #: every temporary starts at a multiple of this (a cache line, and aligned vector loads).
 ALIGNMENT = 64
+
+#: opcodes that rename their operand's value instead of defining a new one.
+_BITCASTS = {"reshape", "bitcast"}
+_ELEMENTWISE_EXTRA = {"clamp", "select", "convert"}
 
 
 @dataclass
@@ -35,12 +60,17 @@ class BufferSlice:
 
 @dataclass
 class LiveRange:
-    """A temporary buffer and the schedule steps ``[start, end]`` during which it is live."""
+    """A buffer and the schedule steps ``[start, end]`` during which it holds a live value.
+
+    ``definer`` is the first value placed in the buffer; ``values`` all the values that share it
+    (later ones computed in place over earlier ones), in schedule order.
+    """
     definer: object
     start: int
     end: int
     size: int
     offset: int = 0
+    values: list = field(default_factory=list)
 
 
 @dataclass
@@ -50,69 +80,176 @@ class BufferAssignment:
     Attributes:
       slices: HloInstruction -> BufferSlice (reshapes share their operand's slice; tuples have none).
       arena_size: bytes of the one temporary arena.
-      naive_bytes: bytes the temporaries would take with no reuse.
-      live_ranges: the temporaries with their live ranges and offsets.
+      naive_bytes: bytes the temporary values would take with no reuse at all.
+      live_ranges: the temporary buffers with their live ranges and offsets.
+      in_place: HloInstruction -> tuple of operand positions whose buffer it overwrites (rule 3).
+      donated: parameter numbers the caller donated.
+      aliases: (output index, parameter number) pairs: outputs returned in a donated parameter.
+      schedule: the entry instructions in execution order; step: instruction -> its position.
+      value_live: every value that is not a parameter or constant -> (start, end) steps
+        (outputs stay live to the end of the program).
     """
     slices: dict
     arena_size: int
     naive_bytes: int
     live_ranges: list = field(default_factory=list)
+    in_place: dict = field(default_factory=dict)
+    donated: tuple = ()
+    aliases: list = field(default_factory=list)
+    schedule: list = field(default_factory=list)
+    value_live: dict = field(default_factory=dict)
 
     def to_string(self) -> str:
         lines = [f"arena: {self.arena_size} bytes (no reuse: {self.naive_bytes} bytes)"]
         for lr in sorted(self.live_ranges, key=lambda r: r.start):
+            shared = "".join(f", then %{v.name} in place" for v in lr.values[1:])
             lines.append(f"  %{lr.definer.name}: offset {lr.offset}, {lr.size} bytes, "
-                         f"live [{lr.start}, {lr.end}]")
+                         f"live [{lr.start}, {lr.end}]{shared}")
+        for instr, positions in self.in_place.items():
+            sl = self.slices[instr]
+            if sl.kind != "temp":
+                lines.append(f"  %{instr.name}: in place of operand {list(positions)} "
+                             f"({sl.kind} {sl.index})")
         return "\n".join(lines)
+
+    def __str__(self):
+        return self.to_string()
 
 
 def _align(n: int) -> int:
     return -(-n // ALIGNMENT) * ALIGNMENT
 
 
-def assign_buffers(module) -> BufferAssignment:
-    """Assign a ``BufferSlice`` to every array-valued instruction of ``module.entry``."""
+def reads_only_at_output_index(instr, position: int) -> bool:
+    """Rule 3(c): does kernel ``instr`` read operand ``position`` only at the index it writes?"""
+    if instr.opcode in _BITCASTS:
+        return False
+    if instr.is_elementwise() or instr.opcode in _ELEMENTWISE_EXTRA:
+        return all(o.shape.dims == instr.shape.dims for o in instr.operands)
+    if instr.opcode != "fusion" or instr.attrs.get("kind") != "kLoop":
+        return False  # a reduce/dot/conv reads each operand element many times
+    comp = instr.fused_computation
+    root = comp.root
+    users = comp.users()
+
+    def same_index(m):
+        if m is root:
+            return True
+        return all((u.is_elementwise() or u.opcode in _ELEMENTWISE_EXTRA)
+                   and u.shape.dims == root.shape.dims and same_index(u) for u in users[m])
+    param = comp.parameters[position]
+    return param.shape.dims == root.shape.dims and same_index(param)
+
+
+def assign_buffers(module, donated=()) -> BufferAssignment:
+    """Assign a ``BufferSlice`` to every array-valued instruction of ``module.entry``.
+
+    Args:
+      module: an HloModule (normally after fusion); its entry instruction order is the schedule.
+      donated: parameter numbers whose buffers the program may overwrite (rule 3d).
+    Returns:
+      a ``BufferAssignment``.
+    """
     comp = module.entry
-    schedule = comp.instructions
+    schedule = list(comp.instructions)
     step = {instr: n for n, instr in enumerate(schedule)}
+    donated = tuple(sorted(set(donated)))
+    end_of_program = len(schedule)
 
-    definer = {}
+    # 1. Dataflow: the value each instruction names.
+    value = {}
     for instr in schedule:
-        definer[instr] = definer[instr.operands[0]] if instr.opcode == "reshape" else instr
-
-    slices: dict = {}
-    outputs = comp.root.operands if comp.root.opcode == "tuple" else [comp.root]
-    for k, out in enumerate(outputs):
-        d = definer[out]
-        # A parameter, constant or value already returned once is copied by the executable.
-        if d.opcode not in ("parameter", "constant") and d not in slices:
-            slices[d] = BufferSlice("output", k, 0, d.shape.nbytes)
-
+        value[instr] = value[instr.operands[0]] if instr.opcode in _BITCASTS else instr
     last_use = {}
     for instr in schedule:
         for o in instr.operands:
-            last_use[definer[o]] = step[instr]
+            last_use[value[o]] = step[instr]
 
-    ranges = []
+    outputs = comp.root.operands if comp.root.opcode == "tuple" else [comp.root]
+    output_index = {}  # value -> the output it is written into
+    returned = set()   # every value the caller gets back (parameters and constants are copied)
+    for k, out in enumerate(outputs):
+        v = value[out]
+        returned.add(v)
+        if v.opcode not in ("parameter", "constant") and v not in output_index:
+            output_index[v] = k
+
+    # A buffer is (kind, index, [values]); ``buffer_of`` maps a value to it.
+    buffer_of: dict = {}
+    buffers: list = []
+    slices: dict = {}
+    in_place: dict = {}
+    aliases: list = []
+
+    def writable(buf, consumer) -> bool:
+        kind, index, vals = buf["kind"], buf["index"], buf["values"]
+        if kind == "temp":
+            return consumer not in output_index
+        if kind == "parameter":  # donated, not handed back, and consumed by its last reader
+            return index in donated and vals[0] not in returned
+        return False
+
     for instr in schedule:
-        if instr.opcode == "tuple" or definer[instr] is not instr or instr in slices:
+        if instr.opcode == "tuple" or value[instr] is not instr:
             continue
         if instr.opcode == "parameter":
-            slices[instr] = BufferSlice("parameter", instr.parameter_number, 0, instr.shape.nbytes)
+            buf = {"kind": "parameter", "index": instr.parameter_number, "values": [instr]}
         elif instr.opcode == "constant":
-            slices[instr] = BufferSlice("constant", -1, 0, instr.shape.nbytes)
+            buf = {"kind": "constant", "index": -1, "values": [instr]}
         else:
-            end = max(last_use.get(instr, step[instr]), step[instr])
-            ranges.append(LiveRange(instr, step[instr], end, instr.shape.nbytes))
+            buf = None
+            # 3. In-place reuse of an operand buffer at its last use.
+            for k, o in enumerate(instr.operands):
+                v = value[o]
+                donor = buffer_of.get(v)
+                if (donor is None or last_use.get(v) != step[instr] or donor["values"][-1] is not v
+                        or v.shape.nbytes != instr.shape.nbytes or v.shape.dtype != instr.shape.dtype
+                        or not writable(donor, instr)):
+                    continue
+                positions = tuple(j for j, oj in enumerate(instr.operands) if value[oj] is v)
+                if all(reads_only_at_output_index(instr, j) for j in positions):
+                    buf = donor
+                    in_place[instr] = positions
+                    break
+            if buf is None:
+                if instr in output_index:
+                    buf = {"kind": "output", "index": output_index[instr], "values": []}
+                else:
+                    buf = {"kind": "temp", "index": -1, "values": []}
+                    buffers.append(buf)
+            elif instr in output_index:
+                aliases.append((output_index[instr], buf["index"]))
+            buf["values"].append(instr)
+        buffer_of[instr] = buf
 
+    # 2. Live ranges of the values and of the temporary buffers.
+    value_live = {}
+    for v, buf in buffer_of.items():
+        if buf["kind"] in ("parameter", "constant") and v.opcode in ("parameter", "constant"):
+            continue
+        end = end_of_program if v in returned else max(last_use.get(v, step[v]), step[v])
+        value_live[v] = (step[v], end)
+    ranges = []
+    for buf in buffers:
+        vals = buf["values"]
+        lr = LiveRange(vals[0], step[vals[0]], max(value_live[v][1] for v in vals),
+                       vals[0].shape.nbytes, values=list(vals))
+        buf["range"] = lr
+        ranges.append(lr)
+
+    # 4. Heap simulation.
     arena_size = _heap_simulate(ranges)
-    for lr in ranges:
-        slices[lr.definer] = BufferSlice("temp", -1, lr.offset, lr.size)
+
+    for v, buf in buffer_of.items():
+        kind = buf["kind"]
+        offset = buf["range"].offset if kind == "temp" else 0
+        slices[v] = BufferSlice(kind, buf["index"], offset, v.shape.nbytes)
     for instr in schedule:
-        if instr.opcode != "tuple" and definer[instr] is not instr:
-            slices[instr] = slices[definer[instr]]
-    naive = sum(lr.size for lr in ranges)
-    return BufferAssignment(slices, arena_size, naive, ranges)
+        if instr.opcode != "tuple" and value[instr] is not instr:
+            slices[instr] = slices[value[instr]]
+    naive = sum(v.shape.nbytes for lr in ranges for v in lr.values)
+    return BufferAssignment(slices, arena_size, naive, ranges, in_place, donated, aliases,
+                            schedule, value_live)
 
 
 def _heap_simulate(ranges) -> int:

@@ -1,79 +1,148 @@
 """Operator fusion (``xla/service/instruction_fusion.cc``, ``cpu_instruction_fusion.cc``).
 
-Fusion merges a producer into its consumer so the intermediate value is computed in registers
-instead of being written to memory and read back. The pass grows one *cluster* per consumer,
-visiting consumers from the end of the program (users before producers, as XLA does), and
-pulls in producers one at a time when the rules below allow it. Each cluster of two or more
-instructions becomes one ``fusion`` instruction whose ``calls`` computation holds the members:
+Why fuse: an unfused program writes every intermediate array to memory and reads it back in
+the next kernel. On this machine a memory round trip of one f32 costs about as much as twenty
+flops, so an elementwise op is almost free *if* its operand is still in a register. Fusion
+merges a producer into its consumer so the intermediate value is computed where it is used.
 
-- ``kLoop``: elementwise ops with their broadcast/reshape/transpose/slice/iota/convert producers,
-  one loop nest over the output.
-- ``kInput``: a ``reduce`` root with its elementwise operand expression fused in (the
-  operand is never materialized).
-- ``kOutput``: a ``dot`` or ``convolution`` followed by an elementwise tail (bias add,
-  ReLU, ...): the accumulator is finished in registers before one store (Conv+Bias+ReLU).
+How: the pass grows one *cluster* per consumer, visiting consumers from the end of the program
+(users before producers, as XLA does), and pulls in producers one at a time, the latest first,
+when the rules below allow it. Each cluster of two or more instructions becomes one ``fusion``
+instruction whose ``calls`` computation holds the members. The fusion *kind* names the kernel
+shape the backend emits:
 
-Rules (each decision, with the rule that made it, is appended to ``FusionPass.log``):
+- ``kLoop``: elementwise ops with their broadcast/reshape/transpose/slice/iota/convert producers:
+  one loop nest over the output, every element computed from its operands' elements.
+- ``kInput``: a ``reduce`` root with its operand expression fused in: the reduction reads the
+  expression element by element and the operand array is never materialized (an (L,N)
+  broadcast-then-reduce never writes the (L,N) array).
+- ``kOutput``: a ``dot`` or ``convolution`` with an elementwise tail (bias add, residual add,
+  ReLU, ReLU6/clamp, ...): the accumulator is finished in registers before one store
+  (Conv+Bias+ReLU and Dot+Bias+activation, i.e. an MLP layer, are each one kernel).
 
-1. Parameters, tuples and array constants are never fused (they are buffers, not computations);
-   rank-0 constants are cheap and are copied into the fusion.
-2. A producer is fused only if *all* its users are in the cluster. This keeps the cluster
-   convex (no path leaves it and comes back), so fusing can never create a cycle.
-3. A cheap producer (constant, iota, broadcast) that has users elsewhere is *duplicated*
-   into the cluster instead: recomputing it costs a load, less than a round trip to memory.
-4. Reductions, dots and convolutions read each operand element many times, so their operands
-   are not fused into them (except the reduce's elementwise operand for kInput, read once each),
-   and an expensive producer (exp, log, tanh, divide, ...) is not fused into a broadcast that
-   would recompute it for every copied element.
-5. A dot/convolution is fused into a consumer only if its value reaches the cluster root
-   through elementwise ops at the same index (the kOutput tail) and the cluster has no other
-   dot/convolution and no reduce root.
-6. A cluster holds at most ``max_fusion_size`` instructions.
+Legality and profitability rules. Every decision is logged with the rule that made it
+(``FusionPass.log``, a list of ``FusionDecision``; ``Compiled.fusion_log``; ``format_fusion_log``):
+
+1. **Buffers are not computations.** Parameters, tuples and array constants are never fused;
+   rank-0 constants are copied into the fusion (they become immediates).
+2. **Convexity, so no cycles.** A producer is *moved* into a cluster only if all its users are
+   in the cluster. Were one user outside, moving the producer would make that user read the
+   fusion while the fusion (possibly, through that user) reads it: a cycle. The pass checks this
+   with networkx reachability and logs the path it would have closed. What it does instead is
+   rule 3 or 4.
+3. **Cheap producers are duplicated.** A constant, iota, broadcast or reshape (a bitcast) with
+   users elsewhere is copied into the cluster: recomputing it is a load or less, cheaper than a
+   memory round trip.
+4. **Recompute instead of store** (the rule that makes softmax and layernorm 3 kernels). An
+   elementwise producer whose users are not all in the cluster is duplicated into it when
+   (a) recomputing it reads no more memory than loading its result: it reads at most one
+   array of its own size (its other operands are scalars or broadcasts of smaller arrays), and
+   (b) every one of its users reads each of its elements once (elementwise ops, the operand of a
+   reduce, reshape/transpose/slice): so each user can take its own copy and the producer's array
+   is never written at all, and
+   (c) it has been duplicated fewer than ``max_duplicates`` times (bounds recomputation and code
+   size). For softmax ``exp(x - max)`` feeds both ``sum`` and the final ``divide``: it is
+   recomputed in both (2 extra flops and one ``exp`` per element) instead of writing and
+   reading 8 bytes per element.
+5. **Element reuse.** Dots and convolutions read each operand element many times (a dot reads
+   each lhs element once per output column), so no producer is fused into a dot or convolution
+   (it would be recomputed for every use), and an expensive producer (exp, log, tanh, divide,
+   sqrt, ...) is never fused where a broadcast between it and the fusion root expands it (it
+   would be recomputed for every copy). A ``reduce`` reads each operand element once: its
+   operand expression is fused (kInput); its init value must be a constant.
+6. **One hero per kernel.** A fusion has at most one dot, convolution or reduce (its *hero*),
+   whose value must reach the root through same-index elementwise ops (and, for a reduce,
+   reshapes), never through an expanding broadcast, and must have no user outside the
+   fusion (a pattern rewrite needs single-use intermediates). So: kOutput is a dot/conv with
+   its tail (bias/residual add, activation); a reduce takes a small *epilogue* (``sum / n``,
+   ``sqrt(var + eps)``: each reduced value finished once, in the same kernel); but a
+   reduction is never fused into a consumer that broadcasts it (``x - max(x)`` needs the whole
+   row maximum before the first subtraction).
+7. **Size cap.** A cluster holds at most ``max_fusion_size`` instructions (compile time, and
+   register pressure in the generated loop).
+
+In-place safety (a kernel must not overwrite a buffer it still reads) is buffer assignment's
+business: it gives a kernel an operand's buffer only when the kernel reads that operand at the
+index it writes (see ``minixla.passes.buffer_assignment``).
 """
 from __future__ import annotations
 
 import heapq
+from collections import Counter
 from dataclasses import dataclass
+
+import networkx as nx
 
 from minixla.hlo.ir import ELEMENTWISE, HloInstruction
 from minixla.passes.pipeline import HloPass
 
+#: elementwise opcodes (``clamp`` is listed for when lowering produces it).
+_ELEMENTWISE = ELEMENTWISE | {"clamp"}
 #: ops that index their operand in a simple, data-independent way (fusible into a loop).
 _SHAPE_OPS = {"broadcast", "reshape", "transpose", "slice", "iota"}
-_CHEAP = {"constant", "iota", "broadcast"}
+_CHEAP = {"constant", "iota", "broadcast", "reshape"}
 _EXPENSIVE = {"exponential", "log", "tanh", "logistic", "divide", "sqrt", "rsqrt", "power"}
 _CONTRACTIONS = {"dot", "convolution"}
+#: entry instructions that launch no kernel (a row-major reshape is a bitcast).
 NOT_KERNELS = {"parameter", "constant", "tuple", "reshape"}
+
+
+def _is_elementwise(instr) -> bool:
+    return instr.opcode in _ELEMENTWISE
 
 
 @dataclass
 class FusionDecision:
-    """One producer/consumer decision: ``fused`` and the rule (``reason``) that decided it."""
+    """One producer/consumer decision.
+
+    Attributes:
+      producer, consumer: instruction names (a duplicated producer is named by the original).
+      fused: whether the producer went into the consumer's fusion.
+      reason: the rule that decided (text; see the module docstring).
+      fusion: name of the fusion instruction the consumer ended up in ('' when the consumer's
+        cluster stayed a single, unfused instruction).
+    """
     producer: str
     consumer: str
     fused: bool
     reason: str
+    fusion: str = ""
 
     def __str__(self):
         verdict = "fused" if self.fused else "not fused"
-        return f"{self.producer} -> {self.consumer}: {verdict} ({self.reason})"
+        where = f" [{self.fusion}]" if self.fusion else ""
+        return f"{self.producer} -> {self.consumer}: {verdict} ({self.reason}){where}"
+
+
+def format_fusion_log(log) -> str:
+    """The decisions as text, one a line (what ``MINIXLA_DUMP`` writes as ``*.fusion_log.txt``)."""
+    return "\n".join(str(d) for d in log) + ("\n" if log else "")
 
 
 class _Cluster:
     def __init__(self, root: HloInstruction):
         self.root = root
         self.members = {root}
+        self.decisions: list[FusionDecision] = []
 
-    def has_contraction(self):
-        return any(m.opcode in _CONTRACTIONS for m in self.members)
+    def hero(self):
+        """The fusion's dot, convolution or reduce (rule 6), or None."""
+        return next((m for m in self.members if m.opcode in _CONTRACTIONS or m.opcode == "reduce"), None)
 
 
 class FusionPass(HloPass):
-    """Greedy producer-into-consumer fusion of the entry computation (kLoop, kInput, kOutput)."""
+    """Greedy producer-into-consumer fusion of the entry computation (kLoop, kInput, kOutput).
+
+    Args:
+      max_fusion_size: rule 7's cap on instructions per fusion.
+      max_duplicates: rule 4's cap on how many extra copies of one instruction may be made.
+    After ``run``, ``log`` holds every ``FusionDecision`` in the order they were made.
+    """
     name = "fusion"
 
-    def __init__(self, max_fusion_size: int = 64):
+    def __init__(self, max_fusion_size: int = 64, max_duplicates: int = 4):
         self.max_fusion_size = max_fusion_size
+        self.max_duplicates = max_duplicates
         self.log: list[FusionDecision] = []
 
     def run(self, module) -> bool:
@@ -81,11 +150,14 @@ class FusionPass(HloPass):
         self.comp = comp
         self.pos = {instr: n for n, instr in enumerate(comp.instructions)}
         self.users = comp.users()
+        self.graph = comp.graph()
+        self.origin: dict = {}          # clone -> the instruction it copies
+        self.copies: Counter = Counter()  # original -> number of clones made
         self.cluster_of: dict = {}
         clusters = []
         for instr in reversed(list(comp.instructions)):
             # A reshape is a bitcast (no kernel), so it never roots a fusion of its own.
-            if instr in self.cluster_of or instr.opcode in ("parameter", "constant", "tuple", "reshape"):
+            if instr in self.cluster_of or instr.opcode in NOT_KERNELS:
                 continue
             cluster = _Cluster(instr)
             self.cluster_of[instr] = cluster
@@ -95,9 +167,18 @@ class FusionPass(HloPass):
         for cluster in clusters:
             # Copying a scalar constant into a lone instruction is not worth a fusion.
             if sum(m.opcode != "constant" for m in cluster.members) > 1:
-                self._materialize(module, cluster)
+                fusion = self._materialize(module, cluster)
+                for d in cluster.decisions:
+                    d.fusion = fusion.name
                 changed = True
+            else:
+                for d in cluster.decisions:
+                    if d.fused:
+                        d.fused = False
+                        d.reason = "rule 1: a scalar constant is an immediate of the lone op, no fusion needed"
         comp.remove_dead()
+        # Convexity (rule 2) makes this hold by construction; a violation is a bug in this pass.
+        assert nx.is_directed_acyclic_graph(comp.graph()), "fusion created a cycle"
         return changed
 
     # --- growing a cluster -------------------------------------------------------------
@@ -112,93 +193,159 @@ class FusionPass(HloPass):
         push_operands(cluster.root)
         while heap:
             _, _, p, consumer = heapq.heappop(heap)
-            fused, reason = self._should_fuse(p, consumer, cluster)
-            duplicate = fused == "duplicate"
-            self.log.append(FusionDecision(p.name, consumer.name, bool(fused),
-                                           reason + (" (duplicated)" if duplicate else "")))
-            if not fused:
+            verdict, reason = self._should_fuse(p, consumer, cluster)
+            decision = FusionDecision(self.origin.get(p, p).name, self.origin.get(consumer, consumer).name,
+                                      bool(verdict), reason)
+            self.log.append(decision)
+            cluster.decisions.append(decision)
+            if not verdict:
                 continue
-            if duplicate:
+            if verdict == "duplicate":
                 p = self._duplicate_into(p, cluster)
             cluster.members.add(p)
             self.cluster_of[p] = cluster
             push_operands(p)
 
     def _should_fuse(self, p, consumer, cluster):
+        """(False | "fuse" | "duplicate", reason) for fusing producer ``p`` into ``consumer``."""
         if p.opcode in ("parameter", "tuple"):
-            return False, "parameters and tuples are buffers, not computations"
+            return False, "rule 1: parameters and tuples are buffers, not computations"
         if p in self.cluster_of:
             return False, "producer already belongs to another fusion"
         if p.opcode == "constant" and p.shape.rank > 0:
-            return False, "array constants stay in their own buffer"
+            return False, "rule 1: array constants stay in their own buffer"
         if len(cluster.members) >= self.max_fusion_size:
-            return False, f"fusion size cap ({self.max_fusion_size}) reached"
+            return False, f"rule 7: fusion size cap ({self.max_fusion_size}) reached"
         if consumer.opcode in _CONTRACTIONS:
-            return False, f"{consumer.opcode} reads each operand element many times"
+            return False, f"rule 5: {consumer.opcode} reads each operand element many times"
         if consumer.opcode == "reduce" and p is consumer.operands[1] and p.opcode != "constant":
-            return False, "reduce init value must be a constant to fuse"
+            return False, "rule 5: a reduce's init value must be a constant to fuse"
         users_inside = all(u in cluster.members for u in self.users[p])
-        if p.opcode in _CONTRACTIONS:
-            return self._output_fusion_ok(p, consumer, cluster, users_inside)
-        if p.opcode == "reduce":
-            return False, "a reduction is not fused into its consumers"
-        if not (p.opcode in ELEMENTWISE or p.opcode in _SHAPE_OPS or p.opcode == "constant"):
+        if p.opcode in _CONTRACTIONS or p.opcode == "reduce":
+            return self._hero_fusion_ok(p, consumer, cluster, users_inside)
+        if not (_is_elementwise(p) or p.opcode in _SHAPE_OPS or p.opcode == "constant"):
             return False, f"'{p.opcode}' is not a loop-fusible producer"
-        if (p.opcode in _EXPENSIVE and consumer.opcode == "broadcast"
-                and consumer.shape.size > p.shape.size):
-            return False, "expensive producer into a broadcast would recompute each element"
+        if p.opcode in _EXPENSIVE and self._expanded(consumer, cluster):
+            return False, "rule 5: an expensive producer under an expanding broadcast would be recomputed per copy"
         if users_inside:
-            kind = "kInput" if cluster.root.opcode == "reduce" else "kLoop"
-            return True, f"{kind}: all users of the producer are in the fusion"
+            kind = "kInput" if cluster.hero() is not None and cluster.hero().opcode == "reduce" else (
+                "kOutput" if cluster.hero() is not None else "kLoop")
+            return "fuse", f"{kind}: all users of the producer are in the fusion"
+        why_not_move = self._why_not_move(p, cluster)
         if p.opcode in _CHEAP:
-            return "duplicate", "cheap producer with other users"
-        return False, "producer has users outside the fusion"
+            return "duplicate", f"rule 3: cheap producer duplicated ({why_not_move})"
+        ok, why = self._recompute_ok(p)
+        if ok:
+            return "duplicate", f"rule 4: recomputed here instead of stored ({why}; {why_not_move})"
+        return False, f"{why_not_move}; not duplicated: {why}"
 
-    def _output_fusion_ok(self, p, consumer, cluster, users_inside):
-        if cluster.root.opcode == "reduce" or not cluster.root.is_elementwise():
-            return False, f"kOutput needs an elementwise fusion root, not {cluster.root.opcode}"
-        if cluster.has_contraction():
-            return False, "kOutput fusion already has a dot/convolution"
+    def _why_not_move(self, p, cluster) -> str:
+        """Rule 2, with networkx: the outside user through which moving ``p`` would close a cycle."""
+        outside = [u for u in self.users[p] if u not in cluster.members]
+        for u in outside:
+            if nx.has_path(self.graph, u, cluster.root):
+                return f"rule 2: moving it would create a cycle through %{u.name}"
+        return f"rule 2: %{outside[0].name} outside the fusion also needs its value"
+
+    def _recompute_ok(self, p):
+        """Rule 4's conditions for duplicating an elementwise producer ``p``."""
+        if not (_is_elementwise(p) or p.opcode in ("reshape", "transpose", "slice")):
+            return False, f"'{p.opcode}' does not read each operand element once"
+        if p is self.comp.root:
+            return False, "it is the program's result, so it is stored anyway"
+        big = [o for o in set(p.operands) if not self._small_source(o, p)]
+        if len(big) > 1:
+            return False, f"recomputing it reads {len(big)} arrays of its size, more than loading it"
+        for u in self.users[p]:
+            if not self._reads_once(u, p):
+                return False, f"%{u.name} ({u.opcode}) does not read each element once"
+        origin = self.origin.get(p, p)
+        if self.copies[origin] >= self.max_duplicates:
+            return False, f"rule 4c: already duplicated {self.max_duplicates} times"
+        return True, f"it reads {'one array' if big else 'no array'} of its size and every user reads it once"
+
+    @staticmethod
+    def _small_source(o, p) -> bool:
+        """``o`` costs less than one array of ``p``'s size to re-read (scalar, iota, small broadcast)."""
+        if o.opcode == "iota" or (o.opcode == "constant" and o.shape.rank == 0):
+            return True
+        return o.opcode == "broadcast" and o.operands[0].shape.size < p.shape.size
+
+    def _reads_once(self, u, p) -> bool:
+        if _is_elementwise(u) or u.opcode in ("reshape", "transpose", "slice"):
+            return True
+        if u.opcode == "reduce":
+            return u.operands[0] is p and u.operands[1] is not p
+        return u.opcode == "broadcast" and u.shape.size == p.shape.size
+
+    def _hero_fusion_ok(self, p, consumer, cluster, users_inside):
+        """Rule 6 for a dot, convolution or reduce producer ``p``."""
+        what = "reduction" if p.opcode == "reduce" else p.opcode
+        if cluster.hero() is not None:
+            return False, f"rule 6: the fusion already has a hero ({cluster.hero().opcode})"
         if not users_inside:
-            return False, f"{p.opcode} result has users outside the fusion"
+            return False, f"rule 6: the {what} result has users outside the fusion"
+        if p.opcode == "reduce":
+            if not self._same_elements_to_root(consumer, cluster):
+                return False, "rule 6: a reduction is not fused into a consumer that broadcasts it"
+            return "fuse", "kInput: reduction with an elementwise epilogue"
         if not self._elementwise_path_to_root(consumer, cluster, p.shape.dims):
-            return False, f"{p.opcode} value must reach the root through same-index elementwise ops"
-        return True, f"kOutput: {p.opcode} with an elementwise tail"
+            return False, f"rule 6: the {p.opcode} value must reach the root through same-index elementwise ops"
+        return "fuse", f"kOutput: {p.opcode} with an elementwise tail"
 
     def _elementwise_path_to_root(self, m, cluster, dims):
-        if not (m.is_elementwise() and m.shape.dims == dims):
+        if not (_is_elementwise(m) and m.shape.dims == dims):
             return False
         if m is cluster.root:
             return True
         return all(self._elementwise_path_to_root(u, cluster, dims)
                    for u in self.users[m] if u in cluster.members)
 
+    def _same_elements_to_root(self, m, cluster):
+        """``m`` reaches the root through elementwise ops and reshapes only (element count kept)."""
+        if not (_is_elementwise(m) or m.opcode == "reshape"):
+            return False
+        if m is cluster.root:
+            return True
+        return all(self._same_elements_to_root(u, cluster) for u in self.users[m] if u in cluster.members)
+
+    def _expanded(self, m, cluster) -> bool:
+        """Some path from ``m`` to the root goes through a broadcast that adds elements."""
+        if m.opcode == "broadcast" and m.shape.size > m.operands[0].shape.size:
+            return True
+        return any(self._expanded(u, cluster) for u in set(self.users[m]) if u in cluster.members)
+
     def _duplicate_into(self, p, cluster):
+        """A copy of ``p`` that the cluster's members read instead of ``p``."""
         clone = HloInstruction(p.opcode, p.shape, p.operands, p.attrs, p.called,
                                name=self.comp.module.unique_name(p.opcode), literal=p.literal,
                                metadata=p.metadata)
+        origin = self.origin.get(p, p)
+        self.origin[clone] = origin
+        self.copies[origin] += 1
         self.comp.instructions.insert(self.comp.instructions.index(p) + 1, clone)
         self.pos[clone] = self.pos[p]
         self.users[clone] = []
+        self.graph.add_node(clone)
         for m in cluster.members:
             if p in m.operands:
                 m.operands = [clone if o is p else o for o in m.operands]
                 self.users[p] = [u for u in self.users[p] if u is not m]
-                self.users[clone].append(m)
+                self.users[clone].extend([m] * m.operands.count(clone))
+                self.graph.remove_edge(p, m)
+                self.graph.add_edge(clone, m)
         for o in clone.operands:
             self.users[o].append(clone)
+            self.graph.add_edge(o, clone)
         return clone
 
     # --- turning a cluster into a fusion instruction -----------------------------------
     def _materialize(self, module, cluster):
         comp = self.comp
-        members = sorted(cluster.members, key=lambda i: comp.instructions.index(i))
-        if any(m.opcode in _CONTRACTIONS for m in members):
-            kind = "kOutput"
-        elif cluster.root.opcode == "reduce":
-            kind = "kInput"
-        else:
-            kind = "kLoop"
+        order = {i: n for n, i in enumerate(comp.instructions)}
+        members = sorted(cluster.members, key=order.__getitem__)
+        hero = cluster.hero()
+        kind = "kLoop" if hero is None else ("kInput" if hero.opcode == "reduce" else "kOutput")
         fused = module.new_computation("fused_computation")
         clones, params = {}, []
         for m in members:  # the fusion's operands: values the members read from outside
@@ -215,10 +362,11 @@ class FusionPass(HloPass):
             clones[m] = fused.add_instruction(clone)
         fused.root = clones[cluster.root]
         fusion = HloInstruction("fusion", cluster.root.shape, params, {"kind": kind}, [fused],
-                                name=module.unique_name("fusion"))
+                                name=module.unique_name("fusion"), metadata=cluster.root.metadata)
         comp.instructions.insert(comp.instructions.index(cluster.root), fusion)
         comp.replace_all_uses(cluster.root, fusion)
         comp.instructions = [i for i in comp.instructions if i not in cluster.members]
+        return fusion
 
 
 def count_kernels(module) -> int:

@@ -70,6 +70,9 @@ class ElementalEmitter:
             if rule is None:
                 raise UnsupportedError(f"the LLVM backend does not support the HLO opcode '{instr.opcode}'")
             value = rule(self, instr, index)
+            if T.is_narrow_float(dtype) and instr.opcode not in EXACT_OPCODES:
+                # f16/bf16 are computed in f32: round every op's result, as JAX eager does.
+                value = T.round_narrow(self.builder, value, dtype)
         self._memo[key] = (value, instr, index)  # keep instr/index alive so ids stay unique
         return value
 
@@ -126,7 +129,60 @@ def binary_op(b: ir.IRBuilder, opcode: str, dtype, x, y, fastmath=()):
         return b.and_(x, y)
     if opcode == "or":
         return b.or_(x, y)
+    if opcode == "xor":
+        return b.xor(x, y)
+    if opcode == "remainder":
+        return b.frem(x, y) if flt else _int_remainder(b, dtype, x, y)
+    if opcode in ("power", "atan2") and flt:
+        return libm_call(b, "pow" if opcode == "power" else "atan2", [x, y])
+    if opcode.startswith("shift-") and not flt and not pred:
+        return _shift(b, opcode, x, y)
     raise UnsupportedError(f"the LLVM backend does not support the HLO opcode '{opcode}' on {dtype.name}")
+
+
+def _int_remainder(b, dtype, x, y):
+    """Truncating remainder (sign of the dividend) with XLA's answers where LLVM's ``srem``/``urem``
+    are undefined: x % 0 = x and INT_MIN % -1 = 0 (a safe divisor of 1 gives that 0)."""
+    if T.is_pred(dtype):
+        raise UnsupportedError("the LLVM backend does not support 'remainder' on bool")
+    ty = x.type
+    by_zero = b.icmp_unsigned("==", y, ir.Constant(ty, 0))
+    one, all_ones = ir.Constant(ty, 1), ir.Constant(ty, -1)
+    if T.is_signed(dtype):
+        int_min = ir.Constant(ty, -(1 << (ty.width - 1)))
+        overflow = b.and_(b.icmp_signed("==", x, int_min), b.icmp_signed("==", y, all_ones))
+        r = b.srem(x, b.select(b.or_(by_zero, overflow), one, y))
+    else:
+        r = b.urem(x, b.select(by_zero, one, y))
+    return b.select(by_zero, x, r)
+
+
+def _shift(b, opcode, x, y):
+    """XLA's shifts: the amount is read as unsigned, and an amount >= the bit width gives 0
+    (or the sign fill for an arithmetic right shift) where LLVM would give poison."""
+    ty = x.type
+    in_range = b.icmp_unsigned("<", y, ir.Constant(ty, ty.width))
+    amount = b.select(in_range, y, ir.Constant(ty, 0))
+    if opcode == "shift-left":
+        return b.select(in_range, b.shl(x, amount), ir.Constant(ty, 0))
+    if opcode == "shift-right-logical":
+        return b.select(in_range, b.lshr(x, amount), ir.Constant(ty, 0))
+    fill = b.ashr(x, ir.Constant(ty, ty.width - 1))
+    return b.select(in_range, b.ashr(x, amount), fill)
+
+
+def libm_call(b: ir.IRBuilder, name: str, args):
+    """``name(*args)`` from the C math library, computed in f64 and rounded back to the
+    arguments' type: correctly rounded or within an ulp for f32, f16 and bf16, libm's accuracy
+    for f64. Used for the less common transcendentals (sin, cos, tan, atan2, pow, cbrt, erf);
+    a scalar call per element (it does not vectorize), unlike the inline ``math`` emitters."""
+    ty, dbl = args[0].type, ir.DoubleType()
+    xs = [a if a.type == dbl else b.fpext(a, dbl) for a in args]
+    fn = b.module.globals.get(name)
+    if fn is None:
+        fn = ir.Function(b.module, ir.FunctionType(dbl, [dbl] * len(xs)), name=name)
+    r = b.call(fn, xs)
+    return r if ty == dbl else b.fptrunc(r, ty)
 
 
 def _int_divide(b, dtype, x, y):
@@ -165,7 +221,8 @@ def compare(b: ir.IRBuilder, direction: str, dtype, x, y):
 def convert(b: ir.IRBuilder, x, src, dst):
     """``convert`` from ``src`` to ``dst`` dtype, with XLA's semantics:
     float->int truncates toward zero and saturates, NaN -> 0 (``llvm.fpto[su]i.sat``);
-    int->int wraps; bool->x is 0/1; x->bool is x != 0 (NaN -> true)."""
+    int->int wraps; bool->x is 0/1; x->bool is x != 0 (NaN -> true).
+    To f16/bf16 the value is made in f32 and rounded (so f64 -> bf16 rounds twice)."""
     src, dst = np.dtype(src), np.dtype(dst)
     if src == dst:
         return x
@@ -177,12 +234,15 @@ def convert(b: ir.IRBuilder, x, src, dst):
     if T.is_pred(src):
         return b.uitofp(x, to) if T.is_float(dst) else b.zext(x, to)
     if T.is_float(src) and T.is_float(dst):
-        return b.fpext(x, to) if dst.itemsize > src.itemsize else b.fptrunc(x, to)
+        if x.type != to:
+            x = b.fpext(x, to) if isinstance(to, ir.DoubleType) else b.fptrunc(x, to)
+        return T.round_narrow(b, x, dst)
     if T.is_float(src):
         name = "fptosi.sat" if T.is_signed(dst) else "fptoui.sat"
         return T.intrinsic(b, name, to, [x], overload_types=[to, x.type])
     if T.is_float(dst):
-        return b.sitofp(x, to) if T.is_signed(src) else b.uitofp(x, to)
+        y = b.sitofp(x, to) if T.is_signed(src) else b.uitofp(x, to)
+        return T.round_narrow(b, y, dst)
     if dst.itemsize < src.itemsize:
         return b.trunc(x, to)
     if dst.itemsize > src.itemsize:
@@ -235,7 +295,25 @@ def unary_op(b: ir.IRBuilder, opcode: str, dtype, x):
             return b.fdiv(ir.Constant(ty, 1.0), T.intrinsic(b, "sqrt", ty, [x]))
         if opcode in ("exponential", "log", "tanh", "logistic"):
             return _math(opcode)(b, x)
+        if opcode in ("exponential-minus-one", "log-plus-one"):
+            return _math({"exponential-minus-one": "expm1", "log-plus-one": "log1p"}[opcode])(b, x)
+        if opcode == "round-nearest-afz":
+            return T.intrinsic(b, "round", ty, [x])
+        if opcode == "round-nearest-even":
+            return T.intrinsic(b, "roundeven", ty, [x])
+        if opcode in _LIBM_UNARY:
+            return libm_call(b, _LIBM_UNARY[opcode], [x])
     raise UnsupportedError(f"the LLVM backend does not support the HLO opcode '{opcode}' on {dtype.name}")
+
+
+_LIBM_UNARY = {"sine": "sin", "cosine": "cos", "tan": "tan", "cbrt": "cbrt", "erf": "erf", "erfc": "erfc"}
+
+#: opcodes whose f16/bf16 result is already exactly representable (no rounding after them).
+EXACT_OPCODES = {"parameter", "constant", "broadcast", "reshape", "bitcast", "transpose", "slice",
+                 "copy", "select", "clamp", "maximum", "minimum", "negate", "abs", "sign", "floor",
+                 "ceil", "round-nearest-afz", "round-nearest-even", "convert", "reverse", "pad",
+                 "concatenate", "dynamic-slice", "dynamic-update-slice", "gather", "bitcast-convert",
+                 "remainder"}
 
 
 # ---------------------------------------------------------------------------------------
@@ -252,10 +330,45 @@ def _binary_rule(em, instr, index):
 
 
 for _op in ("negate", "abs", "sign", "floor", "ceil", "exponential", "log", "tanh", "logistic",
-            "sqrt", "rsqrt", "not"):
+            "sqrt", "rsqrt", "not", "exponential-minus-one", "log-plus-one", "round-nearest-afz",
+            "round-nearest-even", "sine", "cosine", "tan", "cbrt", "erf", "erfc"):
     emit_rules[_op] = _unary_rule
-for _op in ("add", "subtract", "multiply", "divide", "maximum", "minimum", "and", "or"):
+for _op in ("add", "subtract", "multiply", "divide", "maximum", "minimum", "and", "or", "xor",
+            "remainder", "power", "atan2", "shift-left", "shift-right-logical", "shift-right-arithmetic"):
     emit_rules[_op] = _binary_rule
+
+
+def _is_finite_rule(em, instr, index):
+    x = em.operand(instr, 0, index)
+    ax = T.intrinsic(em.builder, "fabs", x.type, [x])
+    return em.builder.fcmp_ordered("<", ax, ir.Constant(x.type, float("inf")))
+
+
+def _int_bits(b, x, dtype):
+    """The bits of a register value of ``dtype`` as an integer of the same width."""
+    dtype = np.dtype(dtype)
+    if dtype == T.BFLOAT16 or dtype == T.FLOAT16:
+        bits = T.to_memory(b, x, dtype)
+        return bits if dtype == T.BFLOAT16 else b.bitcast(bits, T.I16)
+    if T.is_float(dtype):
+        return b.bitcast(x, ir.IntType(8 * dtype.itemsize))
+    return x
+
+
+def _bitcast_convert_rule(em, instr, index):
+    b = em.builder
+    src, dst = np.dtype(instr.operands[0].shape.dtype), np.dtype(instr.shape.dtype)
+    bits = _int_bits(b, em.operand(instr, 0, index), src)
+    if dst == T.FLOAT16:
+        return T.from_memory(b, b.bitcast(bits, ir.HalfType()), dst)
+    if dst == T.BFLOAT16:
+        return T.from_memory(b, bits, dst)
+    if T.is_float(dst):
+        return b.bitcast(bits, T.reg_type(dst))
+    return bits
+
+
+emit_rules.update({"is-finite": _is_finite_rule, "bitcast-convert": _bitcast_convert_rule})
 
 
 def _compare_rule(em, instr, index):
@@ -343,6 +456,178 @@ def _iota_rule(em, instr, index):
 emit_rules.update(constant=_constant_rule, parameter=_parameter_rule, broadcast=_broadcast_rule,
                   reshape=_reshape_rule, bitcast=_reshape_rule, transpose=_transpose_rule,
                   slice=_slice_rule, iota=_iota_rule)
+
+
+# ---------------------------------------------------------------------------------------
+# Data-movement ops that read their operands at computed positions. Generated code has no
+# bounds checks, so every position we load from is made valid first (clamped, or replaced
+# by 0 in lanes whose value is then not selected): the load itself may never be out of range.
+
+def index_value(b, x, dtype):
+    """An index operand's register value as i64 (signed or unsigned by its dtype)."""
+    dtype = np.dtype(dtype)
+    if x.type == T.I64:
+        return x
+    return b.sext(x, T.I64) if T.is_signed(dtype) else b.zext(x, T.I64)
+
+
+def clamp_i64(b, v, lo: int, hi: int):
+    """``min(max(v, lo), hi)`` on signed i64 values."""
+    v = b.select(b.icmp_signed("<", v, T.i64(lo)), T.i64(lo), v)
+    return b.select(b.icmp_signed(">", v, T.i64(hi)), T.i64(hi), v)
+
+
+def _scalar_operand_i64(em, instr, k):
+    op = instr.operands[k]
+    return index_value(em.builder, em.emit(op, _scalar_index(em.builder)), op.shape.dtype)
+
+
+def _reverse_rule(em, instr, index):
+    b = em.builder
+    dims = instr.shape.dims
+    multi = [b.sub(T.i64(dims[d] - 1), v) if d in instr.attrs["dimensions"] else v
+             for d, v in enumerate(index.multi)]
+    return em.operand(instr, 0, Index(b, dims, multi=multi))
+
+
+def _pad_rule(em, instr, index):
+    """XLA ``pad``: ``(low, high, interior)`` per dim; low/high may be negative (cropping)."""
+    b = em.builder
+    operand = instr.operands[0]
+    pad_value = em.emit(instr.operands[1], _scalar_index(b))
+    if operand.shape.size == 0:
+        return pad_value
+    valid, multi = None, []
+    for v, n, (lo, _hi, interior) in zip(index.multi, operand.shape.dims, instr.attrs["padding_config"]):
+        p = b.sub(v, T.i64(lo)) if lo else v
+        step = interior + 1
+        # 0 <= p <= (n-1)*step (one unsigned compare), and p on the grid of real elements.
+        ok = b.icmp_unsigned("<=", p, T.i64((n - 1) * step))
+        if step != 1:
+            ok = b.and_(ok, b.icmp_unsigned("==", b.urem(p, T.i64(step)), T.i64(0)))
+            p = b.udiv(p, T.i64(step))
+        multi.append(p)
+        valid = ok if valid is None else b.and_(valid, ok)
+    if valid is None:
+        return em.operand(instr, 0, index)
+    safe = [b.select(valid, p, T.i64(0)) for p in multi]
+    x = em.operand(instr, 0, Index(b, operand.shape.dims, multi=safe))
+    return b.select(valid, x, pad_value)
+
+
+def _concatenate_rule(em, instr, index):
+    b = em.builder
+    dim = instr.attrs["dimensions"][0]
+    parts, offset = [], 0
+    for op in instr.operands:
+        if op.shape.dims[dim]:
+            parts.append((op, offset))
+        offset += op.shape.dims[dim]
+    v = index.multi[dim]
+    result = None
+    for k, (op, off) in reversed(list(enumerate(parts))):
+        n = op.shape.dims[dim]
+        inside = b.and_(b.icmp_signed(">=", v, T.i64(off)), b.icmp_signed("<", v, T.i64(off + n)))
+        local = b.select(inside, b.sub(v, T.i64(off)), T.i64(0))
+        multi = list(index.multi)
+        multi[dim] = local
+        x = em.emit(op, Index(b, op.shape.dims, multi=multi))
+        result = x if result is None else b.select(inside, x, result)
+    return result
+
+
+def _dynamic_slice_rule(em, instr, index):
+    """Start indices are clamped so the whole slice is inside the operand (XLA semantics)."""
+    b = em.builder
+    operand = instr.operands[0]
+    sizes = instr.attrs["dynamic_slice_sizes"]
+    multi = []
+    for d, (v, n, size) in enumerate(zip(index.multi, operand.shape.dims, sizes)):
+        start = clamp_i64(b, _scalar_operand_i64(em, instr, 1 + d), 0, n - size)
+        multi.append(b.add(start, v))
+    return em.operand(instr, 0, Index(b, operand.shape.dims, multi=multi))
+
+
+def _dynamic_update_slice_rule(em, instr, index):
+    b = em.builder
+    operand, update = instr.operands[:2]
+    if update.shape.size == 0:
+        return em.operand(instr, 0, index)
+    inside, rel = None, []
+    for d, (v, n, u) in enumerate(zip(index.multi, operand.shape.dims, update.shape.dims)):
+        start = clamp_i64(b, _scalar_operand_i64(em, instr, 2 + d), 0, n - u)
+        r = b.sub(v, start)
+        ok = b.icmp_unsigned("<", r, T.i64(u))
+        rel.append(r)
+        inside = ok if inside is None else b.and_(inside, ok)
+    if inside is None:  # rank 0: the update replaces the operand
+        return em.operand(instr, 1, index)
+    safe = [b.select(inside, r, T.i64(0)) for r in rel]
+    new = em.emit(update, Index(b, update.shape.dims, multi=safe))
+    return b.select(inside, new, em.operand(instr, 0, index))
+
+
+def gather_operand_index(em, instr, out_multi):
+    """XLA ``gather``: the operand position read for output position ``out_multi``.
+
+    Output dims are the batch dims (positions not in ``offset_dims``, indexing the start
+    indices, whose last dim is the index vector) and the offset dims (positions within
+    the slice). Each start index is clamped so the whole slice is inside the operand.
+    """
+    b = em.builder
+    a = instr.attrs
+    operand, indices = instr.operands
+    offset_dims, collapsed = a["offset_dims"], a["collapsed_slice_dims"]
+    start_map, sizes = a["start_index_map"], a["slice_sizes"]
+    batch = [v for d, v in enumerate(out_multi) if d not in offset_dims]
+    offsets = [out_multi[d] for d in offset_dims]
+    start = [T.i64(0)] * operand.shape.rank
+    for k, d in enumerate(start_map):
+        iv = em.emit(indices, Index(b, indices.shape.dims, multi=batch + [T.i64(k)]))
+        v = index_value(b, iv, indices.shape.dtype)
+        start[d] = clamp_i64(b, v, 0, operand.shape.dims[d] - sizes[d])
+    window_dims = [d for d in range(operand.shape.rank) if d not in collapsed]
+    multi = list(start)
+    for d, off in zip(window_dims, offsets):
+        multi[d] = b.add(start[d], off)
+    return Index(b, operand.shape.dims, multi=multi)
+
+
+def _gather_rule(em, instr, index):
+    return em.operand(instr, 0, gather_operand_index(em, instr, index.multi))
+
+
+def _reduce_window_rule(em, instr, index):
+    """XLA ``reduce-window`` (one operand): the reducer over each window, from the init value;
+    window positions in the padding are skipped."""
+    b = em.builder
+    operand, init = instr.operands
+    w = instr.attrs["window"]
+    index.materialize()
+    dtype = instr.shape.dtype
+    acc = em.alloca(T.reg_type(dtype))
+    b.store(em.emit(init, _scalar_index(b)), acc)
+    in_dims = operand.shape.dims
+    if operand.shape.size == 0:
+        return b.load(acc)
+    with em.nested_region(), loop_nest(b, w["size"], "rw") as ks:
+        valid, multi = None, []
+        for v, k, n, stride, (lo, _hi) in zip(index.multi, ks, in_dims, w["stride"], w["pad"]):
+            p = b.add(v if stride == 1 else b.mul(v, T.i64(stride)), k)
+            if lo:
+                p = b.sub(p, T.i64(lo))
+            ok = b.icmp_unsigned("<", p, T.i64(n))
+            multi.append(p)
+            valid = ok if valid is None else b.and_(valid, ok)
+        with if_then(b, valid if valid is not None else ir.Constant(T.I1, 1), "inwindow"):
+            x = em.emit(operand, Index(b, in_dims, multi=multi))
+            b.store(emit_reducer(b, instr.called[0], b.load(acc), x), acc)
+    return b.load(acc)
+
+
+emit_rules.update({"reverse": _reverse_rule, "pad": _pad_rule, "concatenate": _concatenate_rule,
+                   "dynamic-slice": _dynamic_slice_rule, "dynamic-update-slice": _dynamic_update_slice_rule,
+                   "gather": _gather_rule, "reduce-window": _reduce_window_rule})
 
 
 # ---------------------------------------------------------------------------------------
@@ -494,7 +779,11 @@ def _conv_rule(em, instr, index):
             p, v = conv_input_position(b, instr, dn, window, s, out[dn.out_spec[2 + s]], ks[s])
             positions.append(p)
             valid = v if valid is None else b.and_(valid, v)
-        with if_then(b, valid if valid is not None else ir.Constant(T.I1, 1), "inside"):
+        # As XLA:CPU, padding is zeros that *are* multiplied (0 * inf = NaN); lhs-dilation holes are skipped.
+        pad_only = valid is not None and all(d == 1 for d in window["lhs_dilate"])
+        if pad_only:
+            positions = [b.select(valid, p, T.i64(0)) for p in positions]
+        with if_then(b, valid if valid is not None and not pad_only else ir.Constant(T.I1, 1), "inside"):
             with for_loop(b, 0, cg, "ci") as ci:
                 lm = [None] * lhs.shape.rank
                 lm[dn.lhs_spec[0]] = batch
@@ -505,6 +794,8 @@ def _conv_rule(em, instr, index):
                     lm[dn.lhs_spec[2 + s]] = positions[s]
                     rm[dn.rhs_spec[2 + s]] = ks[s]
                 x = load_converted(em, lhs, Index(b, lhs.shape.dims, multi=lm), dtype)
+                if pad_only:
+                    x = b.select(valid, x, _zero(dtype))
                 y = load_converted(em, rhs, Index(b, rhs.shape.dims, multi=rm), dtype)
                 b.store(multiply_accumulate(b, dtype, b.load(acc), x, y, fastmath=("reassoc",)), acc)
     return b.load(acc)

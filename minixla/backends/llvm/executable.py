@@ -1,9 +1,21 @@
 """Compile an HloModule to machine code and run it (XLA:CPU's ``CpuExecutable``).
 
 ``compile_module`` emits one kernel per entry instruction (in program order) into one LLVM
-module, optimizes and JIT-compiles it once, and prepares everything a call needs: ctypes
-function pointers, the fixed argument addresses, and one preallocated arena for the
-temporaries. A call then only allocates the fresh outputs and runs the kernels in order.
+module, plus the code that calls them, optimizes and JIT-compiles it once, and prepares
+everything a call needs, so that a cached call does little Python work:
+
+* a **buffer table**: one pointer-sized slot per distinct buffer (parameters, outputs,
+  temporaries in the preallocated arena, constants). The arena and constant slots are filled
+  once; a call only writes the parameter and output slots.
+* an **execution plan** of steps. Consecutive small kernels form one *sequence* function
+  ``void seqN(ptr table)`` that loads each kernel's pointers from the table and calls the
+  kernels in order -- one ctypes call for all of them. A big kernel (estimated to run long
+  enough to amortize waking a thread) is one *parallel* step: a thunk
+  ``void kN.thunk(ptr table, i64 lo, i64 hi)`` that the thread pool calls on disjoint ranges
+  of the kernel's units (``runtime.py``).
+
+A program of small kernels therefore costs one foreign call; with ``MINIXLA_NUM_THREADS=1``
+every program does.
 
 Not emitted as kernels: ``parameter`` and ``constant`` (their buffers are the caller's arrays
 and the literals), ``tuple`` (it owns no data) and ``reshape``/``bitcast`` (a row-major
@@ -18,13 +30,18 @@ import time
 import numpy as np
 from llvmlite import ir
 
+from minixla.backends.llvm import ir_types as T
 from minixla.backends.llvm.kernels import DENORMAL_ATTRIBUTE, FLUSH_DENORMALS, emit_kernel
+from minixla.backends.llvm.runtime import thread_pool
 from minixla.backends.llvm.target import JitModule
 from minixla.core.errors import UnsupportedError
 
 _NO_KERNEL = {"parameter", "constant", "tuple", "reshape", "bitcast"}
 _ALIASES = {"reshape", "bitcast"}
 _ARENA_ALIGN = 64
+#: a kernel estimated to run at least this long (ns, one core) is split over the threads;
+#: below it, handing work to a Python worker thread (~10-30 us) would not pay off.
+PARALLEL_MIN_NS = 40_000
 
 
 def _source(instr):
@@ -38,26 +55,112 @@ def _kernel_name(n: int, instr) -> str:
     return f"k{n}_" + re.sub(r"[^A-Za-z0-9_]", "_", instr.name or instr.opcode)
 
 
+def buffer_key(instr, assignment):
+    """Where the buffer of ``instr`` lives: ``("param", k)``, ``("output", k)``,
+    ``("temp", offset)`` (in the arena) or ``("literal", constant instr)``."""
+    src = _source(instr)
+    if src.opcode == "parameter":
+        return ("param", src.parameter_number)
+    if src.opcode == "constant":
+        return ("literal", src)
+    sl = assignment.slices[src]
+    if sl.kind == "output":
+        return ("output", sl.index)
+    if sl.kind == "parameter":  # computed in place of a donated parameter
+        return ("param", sl.index)
+    if sl.kind == "temp":
+        if sl.offset < 0 or sl.offset + src.shape.nbytes > assignment.arena_size:
+            raise ValueError(f"buffer of '{src.name}' lies outside the arena")
+        return ("temp", sl.offset)
+    raise ValueError(f"unexpected buffer kind '{sl.kind}' for '{src.name}'")
+
+
+class _Plan:
+    """Kernel argument keys, table slots and execution steps (built before JIT compilation)."""
+
+    def __init__(self, kernels, assignment, threads: int):
+        self.kernels = [k for k in kernels if k.instr.shape.size != 0]  # nothing to compute
+        self.slots: dict = {}
+        self.arg_keys = []
+        for n, k in enumerate(self.kernels):
+            out = buffer_key(k.instr, assignment)
+            if out[0] == "param" and out[1] not in getattr(assignment, "donated", ()):
+                raise ValueError(f"kernel '{k.name}' would write into a parameter or constant")
+            keys = [out] + [buffer_key(i, assignment) for i in k.inputs]
+            _check_no_alias(k, keys)
+            keys += [("kconst", n, j) for j in range(len(k.constants))]
+            for key in keys:
+                self.slots.setdefault(key, len(self.slots))
+            self.arg_keys.append(keys)
+        # Steps: ("seq", [kernel numbers]) or ("par", kernel number).
+        self.steps = []
+        for n, k in enumerate(self.kernels):
+            if threads > 1 and k.units >= 2 and k.cost_ns >= PARALLEL_MIN_NS:
+                self.steps.append(("par", n))
+            elif self.steps and self.steps[-1][0] == "seq":
+                self.steps[-1][1].append(n)
+            else:
+                self.steps.append(("seq", [n]))
+
+    def emit(self, module: ir.Module):
+        """The sequence functions and one thunk per kernel (for the parallel steps and for
+        ``LlvmExecutable.profile``); returns the step list with function names."""
+        thunks = []
+        for n, k in enumerate(self.kernels):
+            fn = self._function(module, f"{k.name}.thunk", [T.PTR, T.I64, T.I64])
+            b = ir.IRBuilder(fn.append_basic_block("entry"))
+            self._call(b, n, *fn.args)
+            b.ret_void()
+            thunks.append(fn.name)
+        named = []
+        for s, (how, what) in enumerate(self.steps):
+            if how == "seq":
+                fn = self._function(module, f"minixla.seq{s}", [T.PTR])
+                b = ir.IRBuilder(fn.append_basic_block("entry"))
+                for n in what:
+                    self._call(b, n, fn.args[0], T.i64(0), T.i64(self.kernels[n].units))
+                b.ret_void()
+                named.append((how, fn.name, what))
+            else:
+                named.append((how, thunks[what], what))
+        return named, thunks
+
+    @staticmethod
+    def _function(module, name, arg_types):
+        fn = ir.Function(module, ir.FunctionType(ir.VoidType(), arg_types), name=name)
+        fn.attributes.add("nounwind")
+        return fn
+
+    def _call(self, b, n, table, lo, hi):
+        k = self.kernels[n]
+        args = []
+        for key in self.arg_keys[n]:
+            slot = b.gep(table, [T.i64(self.slots[key])], inbounds=True, source_etype=T.PTR)
+            args.append(b.load(slot, typ=T.PTR))
+        b.call(b.module.globals[k.name], args + [lo, hi])
+
+
 class LlvmExecutable:
     """A compiled HloModule. ``exe(*arrays)`` -> list of numpy outputs (one per root value).
 
-    Not thread-safe: the temporaries live in one arena shared by all calls.
+    Not thread-safe: the temporaries live in one arena (and the pointers in one table)
+    shared by all calls.
     """
 
-    def __init__(self, module, assignment, kernels, jit: JitModule):
+    def __init__(self, module, assignment, kernels, jit: JitModule, plan: _Plan, steps, pool):
         self.module = module
         self.assignment = assignment
         self._kernels = kernels
         self._jit = jit
+        self._pool = pool
         entry = module.entry
         self._params = entry.parameters
         root = entry.root
         self._roots = list(root.operands) if root.opcode == "tuple" else [root]
         self._arena = self._aligned_arena(int(assignment.arena_size))
-        arena_base = self._arena.ctypes.data
         self._literals = {}  # constant instr -> contiguous numpy array (kept alive here)
-        self._keepalive = []  # fused array constants: their addresses are baked into the calls
         self._compile_ms = 0.0
+        self._param_specs = [(p.shape.dtype, tuple(p.shape.dims)) for p in self._params]
 
         # Fresh outputs: one per output index that some buffer is assigned to.
         self._out_specs = {}
@@ -67,53 +170,56 @@ class LlvmExecutable:
                 if r is None or _source(r) is not _source(instr):
                     raise ValueError(f"buffer assignment puts '{instr.name}' in output {sl.index}, "
                                      f"which is not that root value")
-                self._out_specs[sl.index] = (r.shape.dims, r.shape.dtype)
+                self._out_specs[sl.index] = (tuple(r.shape.dims), r.shape.dtype)
 
-        def address(instr):
-            """('fixed', addr) | ('param', k) | ('output', k) for the buffer of ``instr``."""
-            src = _source(instr)
-            if src.opcode == "parameter":
-                return ("param", src.parameter_number)
-            if src.opcode == "constant":
-                return ("fixed", self._literal(src).ctypes.data)
-            sl = assignment.slices[src]
-            if sl.kind == "output":
-                return ("output", sl.index)
-            if sl.kind == "temp":
-                if sl.offset < 0 or sl.offset + src.shape.nbytes > assignment.arena_size:
-                    raise ValueError(f"buffer of '{src.name}' lies outside the arena")
-                return ("fixed", arena_base + sl.offset)
-            raise ValueError(f"unexpected buffer kind '{sl.kind}' for '{src.name}'")
+        # The table: fixed slots now, parameter/output slots per call.
+        self._table = np.zeros(max(1, len(plan.slots)), np.uint64)
+        self._table_addr = self._table.ctypes.data
+        self._keepalive = []  # fused array constants: their addresses are in the table
+        self._param_slots, self._out_slots = [], []
+        for key, slot in plan.slots.items():
+            if key[0] == "param":
+                self._param_slots.append((slot, key[1]))
+            elif key[0] == "output":
+                self._out_slots.append((slot, key[1]))
+            else:
+                self._table[slot] = self._fixed_address(key, plan)
+        seq_type = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+        par_type = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
+        self._steps = []
+        for how, name, what in steps:
+            if how == "seq":
+                self._steps.append((seq_type(jit.addresses[name]), 0))
+            else:
+                self._steps.append((par_type(jit.addresses[name]), plan.kernels[what].units))
+        self._parallel = {plan.kernels[what].name for how, _, what in steps if how == "par"}
 
-        self._address = address
-        # Per kernel: ctypes function, argument template, and the per-call patches.
-        self._calls = []
-        for k in kernels:
-            if k.instr.shape.size == 0:
-                continue  # nothing to compute (and nothing may be touched)
-            out = address(k.instr)
-            if out[0] == "param":
-                raise ValueError(f"kernel '{k.name}' would write into a parameter or constant")
-            args = [out] + [address(i) for i in k.inputs]
-            _check_no_alias(k, args, assignment)
-            consts = [np.ascontiguousarray(c) for c in k.constants]
-            self._keepalive.extend(consts)
-            args += [("fixed", c.ctypes.data) for c in consts]
-            template = [a[1] if a[0] == "fixed" else None for a in args]
-            patches = [(n, a[0], a[1]) for n, a in enumerate(args) if a[0] != "fixed"]
-            fn = ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * len(args))(jit.addresses[k.name])
-            self._calls.append((fn, template, patches))
-
-        # How to produce each output: fresh array, or a copy from another buffer.
+        # How to produce each output: fresh array, the donated parameter, or a copy.
         self._results = []
         taken = set()
         for j, r in enumerate(self._roots):
-            sl = assignment.slices.get(_source(r)) if _source(r).opcode not in ("parameter", "constant") else None
+            src = _source(r)
+            sl = assignment.slices.get(src) if src.opcode not in ("parameter", "constant") else None
             if sl is not None and sl.kind == "output" and sl.index == j and j not in taken:
                 taken.add(j)
                 self._results.append(("fresh", j, r))
+            elif sl is not None and sl.kind == "parameter" and (sl.index, j) not in taken:
+                taken.add((sl.index, j))  # computed in place of a donated parameter: hand it back
+                self._results.append(("donated", sl.index, r))
             else:
-                self._results.append(("copy", address(r), r))
+                self._results.append(("copy", buffer_key(r, assignment), r))
+
+    def _fixed_address(self, key, plan) -> int:
+        kind = key[0]
+        if kind == "temp":
+            return self._arena.ctypes.data + key[1]
+        if kind == "literal":
+            return self._literal(key[1]).ctypes.data
+        if kind == "kconst":
+            c = np.ascontiguousarray(plan.kernels[key[1]].constants[key[2]])
+            self._keepalive.append(c)
+            return c.ctypes.data
+        raise AssertionError(key)
 
     @staticmethod
     def _aligned_arena(size: int) -> np.ndarray:
@@ -126,51 +232,92 @@ class LlvmExecutable:
             self._literals[instr] = np.ascontiguousarray(np.asarray(instr.literal, dtype=instr.shape.dtype))
         return self._literals[instr]
 
-    def __call__(self, *arrays):
+    def _check_params(self, arrays):
         if len(arrays) != len(self._params):
             raise TypeError(f"expected {len(self._params)} arguments, got {len(arrays)}")
         params = []
-        for p, a in zip(self._params, arrays):
-            a = np.asarray(a)
-            if not a.flags.c_contiguous:  # (np.ascontiguousarray would turn a 0-d array into 1-d)
-                a = a.copy(order="C")
-            if a.dtype != p.shape.dtype or a.shape != p.shape.dims:
-                raise TypeError(f"argument {p.parameter_number}: expected {p.shape.dtype}{list(p.shape.dims)}, "
+        for k, ((dtype, dims), a) in enumerate(zip(self._param_specs, arrays)):
+            if type(a) is not np.ndarray or not a.flags.c_contiguous:
+                a = np.asarray(a)
+                if not a.flags.c_contiguous:  # (np.ascontiguousarray would turn a 0-d array into 1-d)
+                    a = a.copy(order="C")
+            if a.dtype != dtype or a.shape != dims:
+                raise TypeError(f"argument {k}: expected {np.dtype(dtype)}{list(dims)}, "
                                 f"got {a.dtype}{list(a.shape)}")
             params.append(a)
-        outs = {j: np.empty(dims, dtype) for j, (dims, dtype) in self._out_specs.items()}
-        addr = {"param": [a.ctypes.data for a in params],
-                "output": {j: o.ctypes.data for j, o in outs.items()}}
-        for fn, template, patches in self._calls:
-            args = list(template)
-            for n, kind, k in patches:
-                args[n] = addr[kind][k]
-            fn(*args)
+        return params
+
+    def __call__(self, *arrays):
+        params = self._check_params(arrays)
+        table = self._table
+        for slot, k in self._param_slots:
+            table[slot] = params[k].ctypes.data
+        outs = {}
+        for j, (dims, dtype) in self._out_specs.items():
+            outs[j] = np.empty(dims, dtype)
+        for slot, j in self._out_slots:
+            table[slot] = outs[j].ctypes.data
+        addr = self._table_addr
+        for fn, units in self._steps:
+            if units:
+                self._pool.parallel_for(fn, addr, units)
+            else:
+                fn(addr)
         results = []
         for how, where, r in self._results:
             if how == "fresh":
                 results.append(outs[where])
+            elif how == "donated":
+                results.append(params[where].reshape(r.shape.dims))
             else:
                 results.append(self._copy_from(where, r, params, outs))
         return results
 
-    def _copy_from(self, where, r, params, outs):
-        kind, k = where
+    def profile(self, *arrays, repeat: int = 5) -> list[dict]:
+        """Run the program kernel by kernel (each split over the pool as in a call) and time
+        each: ``[{"name", "kind", "strategy", "units", "parallel", "ms"}]``, the median of
+        ``repeat`` runs (XLA's HLO profile, per kernel)."""
+        import statistics
+        times = {k.name: [] for k, _ in self._thunks}
+        for _ in range(repeat + 1):
+            params = self._check_params(arrays)
+            for slot, k in self._param_slots:
+                self._table[slot] = params[k].ctypes.data
+            outs = {j: np.empty(dims, dtype) for j, (dims, dtype) in self._out_specs.items()}
+            for slot, j in self._out_slots:
+                self._table[slot] = outs[j].ctypes.data
+            for k, fn in self._thunks:
+                t0 = time.perf_counter()
+                if k.name in self._parallel:
+                    self._pool.parallel_for(fn, self._table_addr, k.units)
+                else:
+                    fn(self._table_addr, 0, k.units)
+                times[k.name].append(time.perf_counter() - t0)
+        info = {d["name"]: d for d in self.kernels()}
+        return [dict(info[name], ms=statistics.median(t[1:]) * 1e3) for name, t in times.items()]
+
+    def _copy_from(self, key, r, params, outs):
+        kind = key[0]
         dims, dtype = r.shape.dims, r.shape.dtype
         if kind == "param":
-            return params[k].reshape(dims).copy()
+            return params[key[1]].reshape(dims).copy()
         if kind == "output":
-            return outs[k].reshape(dims).copy()
-        # A fixed address: a constant literal or a temp in the arena.
-        src = _source(r)
-        if src.opcode == "constant":
-            return self._literal(src).reshape(dims).copy()
-        off = self.assignment.slices[src].offset
+            return outs[key[1]].reshape(dims).copy()
+        if kind == "literal":
+            return self._literal(key[1]).reshape(dims).copy()
+        off = key[1]
         return self._arena[off:off + r.shape.nbytes].view(dtype).reshape(dims).copy()
 
     # -- introspection ---------------------------------------------------------------------
     def kernels(self) -> list[dict]:
-        return [{"name": k.name, "kind": k.kind, "opcodes": list(k.opcodes)} for k in self._kernels]
+        """Per kernel: ``name``, ``kind`` (fusion kind or opcode), ``opcodes``, ``strategy``
+        (loop/reduce/gemm/...), ``units`` and ``parallel`` (split over the thread pool)."""
+        return [{"name": k.name, "kind": k.kind, "opcodes": list(k.opcodes), "strategy": k.strategy,
+                 "units": k.units, "parallel": k.name in self._parallel} for k in self._kernels]
+
+    @property
+    def num_threads(self) -> int:
+        return self._pool.size
 
     @property
     def llvm_ir(self) -> str:
@@ -189,29 +336,35 @@ class LlvmExecutable:
         return self._compile_ms
 
 
-def _check_no_alias(kernel, args, assignment):
-    """Kernel pointers are ``noalias``: the output may not share bytes with an input."""
-    out_kind, out_where = args[0]
-    if out_kind == "output":
-        clash = any(a == args[0] for a in args[1:])
-    else:
-        lo, hi = out_where, out_where + kernel.instr.shape.nbytes
-        clash = False
-        for (kind, where), inp in zip(args[1:], kernel.inputs):
-            if kind == "fixed" and where < hi and lo < where + inp.shape.nbytes:
-                clash = True
-    if clash:
-        raise ValueError(f"buffer assignment gives kernel '{kernel.name}' an output buffer that "
-                         "overlaps one of its inputs (kernels assume noalias)")
+def _check_no_alias(kernel, keys):
+    """Kernel pointers are ``noalias``: the output may not share bytes with an input, except an
+    input computed in place (the kernel reads it through ``out``, see ``emit_kernel``)."""
+    out = keys[0]
+    hi = out[1] + kernel.instr.shape.nbytes if out[0] == "temp" else None
+    for key, inp in zip(keys[1:], kernel.inputs):
+        if key == out and any(inp is i for i in kernel.in_place):
+            continue
+        if hi is not None and key[0] == "temp":
+            clash = key[1] < hi and out[1] < key[1] + inp.shape.nbytes
+        else:
+            clash = key == out
+        if clash:
+            raise ValueError(f"buffer assignment gives kernel '{kernel.name}' an output buffer that "
+                             "overlaps one of its inputs (kernels assume noalias)")
 
 
-def compile_module(module, assignment) -> LlvmExecutable:
+def compile_module(module, assignment, num_threads: int | None = None) -> LlvmExecutable:
     """Compile ``module`` (an optimized HloModule) with buffer ``assignment`` for the host CPU.
 
-    Raises ``UnsupportedError`` naming the opcode/dtype for anything the backend cannot emit.
+    ``num_threads``: split big kernels over this many threads (default: the process-wide pool,
+    sized by ``MINIXLA_NUM_THREADS``). Raises ``UnsupportedError`` naming the opcode/dtype for
+    anything the backend cannot emit.
     """
-
     t0 = time.perf_counter()
+    pool = thread_pool()
+    if num_threads is not None and num_threads != pool.size:
+        from minixla.backends.llvm.runtime import ThreadPool
+        pool = ThreadPool(num_threads)
     llvm_module = ir.Module(name=module.name)
     kernels = []
     for instr in module.entry.instructions:
@@ -219,11 +372,17 @@ def compile_module(module, assignment) -> LlvmExecutable:
             continue
         if instr.opcode == "get-tuple-element":
             raise UnsupportedError("the LLVM backend does not support 'get-tuple-element'")
-        kernels.append(emit_kernel(llvm_module, instr, _kernel_name(len(kernels), instr)))
+        kernels.append(emit_kernel(llvm_module, instr, _kernel_name(len(kernels), instr),
+                                   in_place=getattr(assignment, "in_place", {}).get(instr, ()),
+                                   threads=pool.size))
+    plan = _Plan(kernels, assignment, pool.size)
+    steps, thunks = plan.emit(llvm_module)
     text = str(llvm_module)
-    if FLUSH_DENORMALS:  # llvmlite cannot add string attributes: put it on each ``define`` line
-        text = text.replace(") nounwind\n{", f") nounwind {DENORMAL_ATTRIBUTE}\n{{")
-    jit = JitModule(text, [k.name for k in kernels])
-    exe = LlvmExecutable(module, assignment, kernels, jit)
+    if FLUSH_DENORMALS:  # llvmlite cannot add string attributes: put it on each kernel's ``define`` line
+        text = re.sub(r"\) nounwind noinline\n\{", f") nounwind noinline {DENORMAL_ATTRIBUTE}\n{{", text)
+    jit = JitModule(text, sorted({name for _, name, _ in steps} | set(thunks)))
+    exe = LlvmExecutable(module, assignment, kernels, jit, plan, steps, pool)
+    par_type = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
+    exe._thunks = [(k, par_type(jit.addresses[name])) for k, name in zip(plan.kernels, thunks)]
     exe._compile_ms = (time.perf_counter() - t0) * 1e3
     return exe

@@ -1,22 +1,34 @@
 """Element types, constants, memory access and intrinsics (XLA's ``llvm_ir/llvm_util``).
 
 A dtype has two LLVM types: the *register* type values have while we compute, and the
-*memory* type of array elements. They differ only for ``pred`` (bool): ``i1`` in registers,
-one byte (``i8``, 0 or 1, like numpy's ``bool_``) in memory.
+*memory* type of array elements. They differ for ``pred`` (bool): ``i1`` in registers,
+one byte (``i8``, 0 or 1, like numpy's ``bool_``) in memory; and for the narrow floats
+``float16`` and ``bfloat16``, which live in memory as ``half`` / ``i16`` and are computed in
+``float`` registers, as XLA:CPU does. ``round_narrow`` rounds an f32 register value to the
+narrow type (and back), so every op on a narrow float rounds its result exactly as JAX eager,
+which also computes each op in f32 and rounds (for + - * / and sqrt that double rounding
+is harmless: f32 has more than 2p+2 bits for p = 8 or 11).
 
 All pointers are LLVM's opaque ``ptr``; loads and GEPs name the element type.
 """
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 from llvmlite import ir
 
 from minixla.core.errors import UnsupportedError
 
-I1, I8, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(64)
+I1, I8, I16, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64)
 PTR = ir.PointerType()
+F32 = ir.FloatType()
 
-_FLOAT_TYPES = {np.dtype(np.float32): ir.FloatType(), np.dtype(np.float64): ir.DoubleType()}
+BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
+FLOAT16 = np.dtype(np.float16)
+#: floats computed in f32 registers and rounded to their own precision after every op.
+NARROW_FLOATS = {FLOAT16, BFLOAT16}
+_FLOAT_TYPES = {np.dtype(np.float32): F32, np.dtype(np.float64): ir.DoubleType(),
+                FLOAT16: F32, BFLOAT16: F32}
 
 
 def check_dtype(dtype, what: str) -> np.dtype:
@@ -28,7 +40,12 @@ def check_dtype(dtype, what: str) -> np.dtype:
 
 
 def is_float(dtype) -> bool:
-    return np.dtype(dtype).kind == "f"
+    dtype = np.dtype(dtype)
+    return dtype.kind == "f" or dtype == BFLOAT16
+
+
+def is_narrow_float(dtype) -> bool:
+    return np.dtype(dtype) in NARROW_FLOATS
 
 
 def is_signed(dtype) -> bool:
@@ -50,8 +67,60 @@ def reg_type(dtype) -> ir.Type:
 
 
 def mem_type(dtype) -> ir.Type:
-    """The type of an array element of ``dtype`` in memory (pred -> i8)."""
+    """The type of an array element of ``dtype`` in memory (pred -> i8, f16 -> half, bf16 -> i16)."""
+    dtype = np.dtype(dtype)
+    if dtype == FLOAT16:
+        return ir.HalfType()
+    if dtype == BFLOAT16:
+        return I16
     return I8 if is_pred(dtype) else reg_type(dtype)
+
+
+def _bf16_bits(builder: ir.IRBuilder, value):
+    """The bfloat16 nearest an f32 register value, as i16 bits: round to nearest even on the
+    bit pattern; a NaN keeps its sign and top payload bits and is made quiet (never inf)."""
+    bits = builder.bitcast(value, I32)
+    lsb = builder.and_(builder.lshr(bits, ir.Constant(I32, 16)), ir.Constant(I32, 1))
+    rounded = builder.add(bits, builder.add(ir.Constant(I32, 0x7FFF), lsb))
+    quiet_nan = builder.or_(bits, ir.Constant(I32, 0x400000))
+    is_nan = builder.fcmp_unordered("uno", value, value)
+    out = builder.select(is_nan, quiet_nan, rounded)
+    return builder.trunc(builder.lshr(out, ir.Constant(I32, 16)), I16)
+
+
+def _bf16_from_bits(builder: ir.IRBuilder, bits16):
+    return builder.bitcast(builder.shl(builder.zext(bits16, I32), ir.Constant(I32, 16)), F32)
+
+
+def to_memory(builder: ir.IRBuilder, value, dtype):
+    """A register value of ``dtype`` as its memory representation (rounds narrow floats)."""
+    dtype = np.dtype(dtype)
+    if is_pred(dtype):
+        return builder.zext(value, I8)
+    if dtype == FLOAT16:
+        return builder.fptrunc(value, ir.HalfType())
+    if dtype == BFLOAT16:
+        return _bf16_bits(builder, value)
+    return value
+
+
+def from_memory(builder: ir.IRBuilder, value, dtype):
+    """A memory-typed element of ``dtype`` in its register type."""
+    dtype = np.dtype(dtype)
+    if is_pred(dtype):
+        return builder.icmp_unsigned("!=", value, ir.Constant(I8, 0))
+    if dtype == FLOAT16:
+        return builder.fpext(value, F32)
+    if dtype == BFLOAT16:
+        return _bf16_from_bits(builder, value)
+    return value
+
+
+def round_narrow(builder: ir.IRBuilder, value, dtype):
+    """Round an f32 register value to ``dtype`` if it is a narrow float (else return it as is)."""
+    if not is_narrow_float(dtype):
+        return value
+    return from_memory(builder, to_memory(builder, value, dtype), dtype)
 
 
 def constant(dtype, value) -> ir.Constant:
@@ -83,16 +152,12 @@ def element_ptr(builder: ir.IRBuilder, base, dtype, linear_index):
 def load_element(builder: ir.IRBuilder, base, dtype, linear_index):
     """Load ``base[linear_index]`` and return it in register type."""
     v = builder.load(element_ptr(builder, base, dtype, linear_index), typ=mem_type(dtype))
-    if is_pred(dtype):
-        v = builder.icmp_unsigned("!=", v, ir.Constant(I8, 0))
-    return v
+    return from_memory(builder, v, dtype)
 
 
 def store_element(builder: ir.IRBuilder, value, base, dtype, linear_index):
     """Store a register value into ``base[linear_index]``."""
-    if is_pred(dtype):
-        value = builder.zext(value, I8)
-    builder.store(value, element_ptr(builder, base, dtype, linear_index))
+    builder.store(to_memory(builder, value, dtype), element_ptr(builder, base, dtype, linear_index))
 
 
 def _type_suffix(ty: ir.Type) -> str:

@@ -1,9 +1,17 @@
 """One LLVM function per kernel (XLA:CPU's ``IrEmitter`` + ``LoopEmitter``).
 
-A kernel is ``void name(ptr noalias out, ptr noalias in0, ..., ptr noalias const0, ...)``:
-the output buffer, the buffers of the entry-level operands, then the array constants
-used inside a fused computation. Pointers are ``noalias`` (buffer assignment never gives
-a kernel's output the buffer of one of its inputs), which lets LLVM vectorize freely.
+A kernel is ``void name(ptr noalias out, ptr noalias in0, ..., ptr noalias const0, ..., i64 lo, i64 hi)``:
+the output buffer, the buffers of the entry-level operands, the array constants used inside
+a fused computation, and the range ``[lo, hi)`` of *parallel units* to compute. Pointers are
+``noalias`` (buffer assignment never gives a kernel's output the buffer of one of its inputs),
+which lets LLVM vectorize freely.
+
+Units are what the executable splits over its thread pool (XLA:CPU's "parallel task
+assignment" cuts the outer loop the same way). Every kernel computes a disjoint part of its
+output per unit: the rows of the outer loop nest, the kept leading rows of a reduction, the
+(batch, row chunk, column panel) blocks of a dot. ``Kernel.units`` is their count and
+``Kernel.cost_ns`` a rough single-core time, from which the executable decides whether a
+kernel is worth splitting.
 
 Kernel shapes:
 
@@ -14,13 +22,14 @@ Kernel shapes:
   pass over the *input* in row-major order doing ``out[kept(i)] = reducer(out[kept(i)], x[i])``.
   Memory is read contiguously whichever dims are reduced; for trailing reduced dims LLVM keeps
   the accumulator in a register and (thanks to ``reassoc``) vectorizes the reduction.
-* **dot** / **convolution** (lone, or kOutput fusions with an elementwise tail): the output is
-  accumulated in place, innermost over a contiguous output row (the rhs free dims of a dot,
-  the output features of a conv) with ``llvm.fma``; then the tail is applied to the finished row.
-  A dot whose rhs rows are not contiguous (``x @ w.T``), or a tail that changes the dtype,
-  uses the loop kernel instead: the elemental ``dot``/``convolution`` rule accumulates one output
-  element at a time, innermost over the contracting dims (a vectorizable reduction).
-  No register tiling or threads yet: that is the next step for speed.
+* **gemm** (float ``dot``/``convolution``, lone or kOutput fusions with an elementwise tail):
+  register-tiled micro-kernels over packed panels of the rhs, see ``gemm.py``.
+* **dot** / **convolution** rows (the rest: integer dots, grouped/dilated convolutions,
+  layouts the micro-kernel does not take): the output is accumulated in place, innermost over
+  a contiguous output row with ``llvm.fma``, then the tail is applied to the finished row.
+  A dot whose rhs rows are not contiguous and that the micro-kernel cannot take, or a tail
+  that changes the dtype, uses the loop kernel: the elemental ``dot``/``convolution`` rule
+  accumulates one output element at a time (a vectorizable reduction).
 
 Every kernel runs with denormals flushed to zero, as XLA:CPU does (see below).
 """
@@ -35,8 +44,9 @@ from llvmlite import binding as llvm_binding
 from llvmlite import ir
 
 from minixla.backends.llvm import elemental as E
+from minixla.backends.llvm import gemm as G
 from minixla.backends.llvm import ir_types as T
-from minixla.backends.llvm.loops import Index, for_loop, if_then, linearize, loop_nest, row_major_strides
+from minixla.backends.llvm.loops import Index, delinearize, for_loop, if_then, linearize, loop_nest, row_major_strides
 from minixla.core.errors import UnsupportedError
 from minixla.hlo.ir import ELEMENTWISE
 
@@ -46,7 +56,8 @@ class Kernel:
     """A kernel function and what the executable must pass to it.
 
     ``inputs`` are entry-level instructions whose buffers follow ``out``; ``constants`` are
-    numpy arrays (array constants inside a fused computation) passed after them.
+    numpy arrays (array constants inside a fused computation) passed after them; then the
+    unit range ``lo, hi`` (``0 <= lo <= hi <= units``).
     """
     name: str
     instr: object                      # the entry-level instruction it computes
@@ -54,10 +65,17 @@ class Kernel:
     opcodes: list
     inputs: list = field(default_factory=list)
     constants: list = field(default_factory=list)
+    units: int = 1                     # parallel units (see the module docstring)
+    cost_ns: float = 0.0               # rough single-core time of all units
+    strategy: str = ""                 # loop / reduce / gemm / dot-rows / conv-rows / ...
+    in_place: list = field(default_factory=list)   # inputs whose buffer is ``out`` (read through it)
 
 
 #: ops that read their operand at another index (so a flat linear loop is not enough).
 _INDEX_CHANGING = {"broadcast", "transpose", "slice", "iota", "reduce", "dot", "convolution"}
+#: ops whose element costs far more than a load (for the cost estimate).
+_EXPENSIVE = {"exponential", "log", "tanh", "logistic", "divide", "sqrt", "rsqrt", "power",
+              "exponential-minus-one", "log-plus-one", "sine", "cosine", "atan2", "erf"}
 
 
 def _expression(root, stop):
@@ -90,20 +108,27 @@ def _needs_multi_index(root, stop) -> bool:
 class _KernelBuilder:
     """Creates the function and maps the computed expression's leaves to its arguments."""
 
-    def __init__(self, module: ir.Module, kernel: Kernel, leaves: list, fused_constants: list):
+    def __init__(self, module: ir.Module, kernel: Kernel, leaves: list, fused_constants: list,
+                 threads: int = 1):
         nargs = 1 + len(leaves) + len(fused_constants)
-        fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [T.PTR] * nargs), name=kernel.name)
+        fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [T.PTR] * nargs + [T.I64, T.I64]),
+                         name=kernel.name)
         fn.attributes.add("nounwind")
-        for a in fn.args:
+        fn.attributes.add("noinline")  # called from several entry thunks: compile it once
+        for a in fn.args[:nargs]:
             a.add_attribute("noalias")
         fn.args[0].name = "out"
         self.fn = fn
+        self.kernel = kernel
+        self.threads = threads
         # The entry block holds only the stack slots (allocas) of accumulators, where LLVM's
         # mem2reg promotes them to registers; the code starts in ``body``.
         self._entry = fn.append_basic_block("entry")
         self.builder = ir.IRBuilder(fn.append_basic_block("body"))
         self._saved_fp_mode = _enter_flush_denormals(self.builder) if FLUSH_DENORMALS else None
         self.out = fn.args[0]
+        self.lo, self.hi = fn.args[nargs], fn.args[nargs + 1]
+        self.lo.name, self.hi.name = "lo", "hi"
         self.buffers = {}
         for k, leaf in enumerate(leaves):
             fn.args[1 + k].name = f"in{k}"
@@ -114,6 +139,20 @@ class _KernelBuilder:
 
     def emitter(self, values=None):
         return E.ElementalEmitter(self.builder, self.buffers, values)
+
+    def alloca(self, ty, name="slot", count=1):
+        """``count`` elements of ``ty`` on the stack, allocated in the entry block."""
+        size = None if count == 1 else T.i64(count)
+        return ir.IRBuilder(self._entry).alloca(ty, size=size, name=name)
+
+    @contextlib.contextmanager
+    def units(self, dims, name="u"):
+        """Loop over the units ``[lo, hi)``, units being the row-major positions of ``dims``;
+        yields their multi-dim index. Sets ``kernel.units``."""
+        self.kernel.units = max(1, math.prod(dims))
+        b = self.builder
+        with for_loop(b, self.lo, self.hi, name) as u:
+            yield delinearize(b, u, dims)
 
     def finish(self):
         if self._saved_fp_mode is not None:
@@ -152,21 +191,48 @@ def _enter_flush_denormals(builder):
 
 
 # ---------------------------------------------------------------------------------------
+# Cost estimates (single core, ns): what decides whether a kernel is split over threads.
+
+_NS_PER_BYTE = 0.1        # ~10 GB/s of one core's streaming
+_NS_PER_EXPENSIVE = 0.15  # a vectorized exp/tanh/divide per element
+_NS_PER_FLOP = 0.01       # ~100 GFLOP/s of a register-tiled micro-kernel
+
+
+def _elementwise_cost(root, stop, elements: int) -> float:
+    expr = [i for i in _expression(root, stop) if i not in stop]
+    expensive = sum(1 for i in expr if i.opcode in _EXPENSIVE)
+    touched = sum(math.prod(i.shape.dims) * np.dtype(i.shape.dtype).itemsize
+                  for i in _expression(root, stop) if i in stop and not i.shape.is_tuple)
+    return (touched + elements * np.dtype(root.shape.dtype).itemsize) * _NS_PER_BYTE + \
+        elements * (len(expr) * 0.02 + expensive * _NS_PER_EXPENSIVE)
+
+
+# ---------------------------------------------------------------------------------------
 # Loop kernels.
 
 def emit_loop(kb: _KernelBuilder, root, out_dtype=None):
-    """``out[i] = root[i]`` for every output index ``i``."""
+    """``out[i] = root[i]`` for every output index ``i``; units are the rows (all dims but
+    the last) of the output, or chunks of 1024 elements of a flat loop."""
     b = kb.builder
     dims = root.shape.dims
     dtype = root.shape.dtype if out_dtype is None else out_dtype
-    if math.prod(dims) == 0:
+    n = math.prod(dims)
+    kb.kernel.strategy = "loop"
+    kb.kernel.cost_ns = _elementwise_cost(root, kb.buffers, n)
+    if n == 0:
         return
     if _needs_multi_index(root, kb.buffers):
-        with loop_nest(b, dims) as ivs:
-            index = Index(b, dims, multi=ivs)
+        outer, inner = (dims[:-1], dims[-1:]) if len(dims) > 1 else (dims, ())
+        with kb.units(outer) as head, loop_nest(b, inner) as tail:
+            index = Index(b, dims, multi=head + tail)
             T.store_element(b, kb.emitter().emit(root, index), kb.out, dtype, index.linear)
     else:
-        with for_loop(b, 0, math.prod(dims), "i") as i:
+        chunk = 1024
+        kb.kernel.units = -(-n // chunk)
+        start = b.mul(kb.lo, T.i64(chunk), flags=("nsw", "nuw"))
+        hi = b.mul(kb.hi, T.i64(chunk), flags=("nsw", "nuw"))
+        stop = b.select(b.icmp_signed("<", hi, T.i64(n)), hi, T.i64(n))
+        with for_loop(b, start, stop, "i") as i:
             index = Index(b, dims, linear=i)
             T.store_element(b, kb.emitter().emit(root, index), kb.out, dtype, i)
 
@@ -175,27 +241,204 @@ def emit_loop(kb: _KernelBuilder, root, out_dtype=None):
 # Reduce kernels.
 
 def emit_reduce(kb: _KernelBuilder, reduce):
+    """Units are the leading *kept* dims of the input (rows of a last-axis reduction); a
+    reduction of the leading dim is one unit."""
     b = kb.builder
     operand, init, reduced, kept = E.reduce_parts(reduce)
     dtype = T.check_dtype(reduce.shape.dtype, "reduce")
     out_dims, in_dims = reduce.shape.dims, operand.shape.dims
     n_out = math.prod(out_dims)
+    kb.kernel.strategy = "reduce"
+    kb.kernel.cost_ns = _elementwise_cost(operand, kb.buffers, math.prod(in_dims))
     if n_out == 0:
         return
+    lead = 0
+    while lead < len(in_dims) and lead not in reduced:
+        lead += 1
+    # (the kept leading dims are the first ``lead`` dims of the output, in order)
     init_value = kb.emitter().emit(init, Index(b, (), multi=[]))
-    with for_loop(b, 0, n_out, "o") as o:
-        T.store_element(b, init_value, kb.out, dtype, o)
-    if math.prod(in_dims) == 0:
-        return
-    with loop_nest(b, in_dims) as ivs:
-        x = kb.emitter().emit(operand, Index(b, in_dims, multi=ivs))
-        o = linearize(b, [ivs[d] for d in kept], out_dims)
-        acc = T.load_element(b, kb.out, dtype, o)
-        T.store_element(b, E.emit_reducer(b, reduce.called[0], acc, x), kb.out, dtype, o)
+    rest_out = math.prod(out_dims[lead:])
+    with kb.units(in_dims[:lead]) as head:
+        o_start = linearize(b, head + [T.i64(0)] * (len(out_dims) - lead), out_dims)
+        with for_loop(b, 0, rest_out, "o") as o:
+            T.store_element(b, init_value, kb.out, dtype, b.add(o_start, o))
+        if math.prod(in_dims) != 0:
+            with loop_nest(b, in_dims[lead:]) as ivs:
+                multi = head + ivs
+                x = kb.emitter().emit(operand, Index(b, in_dims, multi=multi))
+                o = linearize(b, [multi[d] for d in kept], out_dims)
+                acc = T.load_element(b, kb.out, dtype, o)
+                T.store_element(b, E.emit_reducer(b, reduce.called[0], acc, x), kb.out, dtype, o)
 
 
 # ---------------------------------------------------------------------------------------
-# Dot and convolution kernels, optionally with a fused elementwise tail (kOutput).
+# Dot and convolution: the register-tiled GEMM, optionally with a fused elementwise tail.
+
+def _tail_fn(kb, root, core, multi_of):
+    """``tail(b, bb, m, n, acc)`` for ``gemm.Gemm``: the fused tail's value at one element."""
+    if root is core:
+        return None
+
+    def tail(b, bb, m, n, acc):
+        index = Index(b, core.shape.dims, multi=multi_of(b, bb, m, n))
+        return kb.emitter(values={core: acc}).emit(root, index)
+    return tail
+
+
+def _strides(instr):
+    return row_major_strides(instr.shape.dims)
+
+
+def _merged_stride(operand, dims):
+    """The one stride of the flattened ``dims`` (row-major in the order given), or None."""
+    st, sizes = _strides(operand), operand.shape.dims
+    dims = [d for d in dims if sizes[d] != 1]  # (they contribute nothing to the position)
+    if not dims:
+        return 1
+    for a, c in zip(dims, dims[1:]):
+        if st[a] != st[c] * sizes[c]:
+            return None
+    return st[dims[-1]]
+
+
+def _offset(b, operand, dims, value):
+    """``sum(multi[d] * stride[d])`` for the multi-dim index of ``value`` over ``dims``."""
+    if not dims:
+        return T.i64(0)
+    st = _strides(operand)
+    sizes = [operand.shape.dims[d] for d in dims]
+    total = None
+    for d, n, v in zip(dims, sizes, delinearize(b, value, sizes)):
+        if n == 1:
+            continue
+        term = b.mul(v, T.i64(st[d]), flags=("nsw", "nuw"))
+        total = term if total is None else b.add(total, term, flags=("nsw", "nuw"))
+    return T.i64(0) if total is None else total
+
+
+def gemm_for_dot(kb, dot, root):
+    """The ``gemm.Gemm`` of a float dot whose lhs is a kernel argument, or None."""
+    lhs, rhs = dot.operands
+    dtype = np.dtype(dot.shape.dtype)
+    if not G.supported_dtype(dtype) or lhs.shape.dtype != dtype or rhs.shape.dtype != dtype:
+        return None
+    if lhs not in kb.buffers:
+        return None
+    lb, lc, lf, rb, rc, rf = E.dot_parts(dot)
+    a_stride = _merged_stride(lhs, lc)
+    if a_stride is None:
+        return None
+    dims = dot.shape.dims
+    batch = math.prod(dims[:len(lb)])
+    M = math.prod([lhs.shape.dims[d] for d in lf])
+    N = math.prod([rhs.shape.dims[d] for d in rf])
+    K = math.prod([lhs.shape.dims[d] for d in lc])
+    if batch * M * N * K == 0:
+        return None
+    a_base = kb.buffers[lhs]
+    item = T.mem_type(dtype)
+
+    def a_row(b, bb, m, t):  # (not inbounds: the micro-kernel prefetches one tile past the end)
+        off = b.add(_offset(b, lhs, lb, bb), _offset(b, lhs, lf, m))
+        return b.gep(a_base, [off], source_etype=item)
+
+    rsizes_c = [rhs.shape.dims[d] for d in rc]
+    rsizes_f = [rhs.shape.dims[d] for d in rf]
+    rsizes_b = [rhs.shape.dims[d] for d in rb]
+
+    def b_elem(b, bb, t, c, n):
+        multi = [None] * rhs.shape.rank
+        for ds, v, sizes in ((rb, bb, rsizes_b), (rc, c, rsizes_c), (rf, n, rsizes_f)):
+            for d, iv in zip(ds, delinearize(b, v, sizes)):
+                multi[d] = iv
+        return kb.emitter().emit(rhs, Index(b, rhs.shape.dims, multi=multi))
+
+    bsizes = list(dims[:len(lb)])
+    msizes = list(dims[len(lb):len(lb) + len(lf)])
+    nsizes = list(dims[len(lb) + len(lf):])
+
+    def multi_of(b, bb, m, n):
+        return delinearize(b, bb, bsizes) + delinearize(b, m, msizes) + delinearize(b, n, nsizes)
+
+    return G.Gemm(dtype, batch, M, N, 1, K, a_row, a_stride, b_elem, _tail_fn(kb, root, dot, multi_of),
+                  kb.threads)
+
+
+def gemm_for_convolution(kb, conv, root):
+    """The ``gemm.Gemm`` of a float convolution with the input features innermost in the
+    input and the output features innermost in the output (NHWC-like), no groups and no
+    lhs dilation; or None."""
+    lhs, rhs = conv.operands
+    dtype = np.dtype(conv.shape.dtype)
+    if not G.supported_dtype(dtype) or lhs.shape.dtype != dtype or rhs.shape.dtype != dtype:
+        return None
+    if lhs not in kb.buffers:
+        return None
+    dn, cg, og, groups, window = E.conv_parts(conv)
+    dims = conv.shape.dims
+    rank = len(dims)
+    nsp = rank - 2
+    if groups != 1 or any(d != 1 for d in window["lhs_dilate"]):
+        return None
+    if dn.out_spec[1] != rank - 1 or dn.lhs_spec[1] != rank - 1:
+        return None
+    outer = list(range(rank - 1))              # output dims in memory order, feature excluded
+    outer_sizes = [dims[d] for d in outer]
+    taps = list(window["size"])
+    C, N = cg, og
+    M, Tn = math.prod(outer_sizes), math.prod(taps)
+    if M * N * Tn * C == 0:
+        return None
+    ety = T.reg_type(dtype)
+    zeros = ir.GlobalVariable(kb.builder.module, ir.ArrayType(ety, max(C, 1)), name=f"{kb.fn.name}.zeros")
+    zeros.global_constant = True
+    zeros.linkage = "private"
+    zeros.initializer = ir.Constant(ir.ArrayType(ety, max(C, 1)), None)
+    zeros.align = 64
+    a_base = kb.buffers[lhs]
+    lhs_st = _strides(lhs)
+    item = T.mem_type(dtype)
+
+    def a_row(b, bb, m, t):
+        om = [None] * rank
+        for d, v in zip(outer, delinearize(b, m, outer_sizes)):
+            om[d] = v
+        ks = delinearize(b, t, taps)
+        off = b.mul(om[dn.out_spec[0]], T.i64(lhs_st[dn.lhs_spec[0]]))
+        valid = ir.Constant(T.I1, 1)
+        for s in range(nsp):
+            p, v = E.conv_input_position(b, conv, dn, window, s, om[dn.out_spec[2 + s]], ks[s])
+            valid = b.and_(valid, v)
+            off = b.add(off, b.mul(p, T.i64(lhs_st[dn.lhs_spec[2 + s]])))
+        ptr = b.gep(a_base, [off], source_etype=item)  # (not inbounds: may point outside if not valid)
+        return b.select(valid, ptr, zeros)
+
+    def b_elem(b, bb, t, c, n):
+        multi = [None] * rhs.shape.rank
+        multi[dn.rhs_spec[0]], multi[dn.rhs_spec[1]] = n, c
+        for s, k in enumerate(delinearize(b, t, taps)):
+            multi[dn.rhs_spec[2 + s]] = k
+        return kb.emitter().emit(rhs, Index(b, rhs.shape.dims, multi=multi))
+
+    def multi_of(b, bb, m, n):
+        multi = [None] * rank
+        for d, v in zip(outer, delinearize(b, m, outer_sizes)):
+            multi[d] = v
+        multi[rank - 1] = n
+        return multi
+
+    return G.Gemm(dtype, 1, M, N, Tn, C, a_row, 1, b_elem, _tail_fn(kb, root, conv, multi_of), kb.threads)
+
+
+def emit_gemm(kb: _KernelBuilder, g: G.Gemm):
+    kb.kernel.strategy = "gemm"
+    kb.kernel.units = g.units
+    kb.kernel.cost_ns = g.flops * _NS_PER_FLOP
+    G.emit_gemm(kb.builder, g, kb.out, kb.lo, kb.hi, kb.alloca)
+
+
+# ---------------------------------------------------------------------------------------
+# Dot and convolution rows: the general fallbacks.
 
 def _apply_tail(kb, root, core, row_positions):
     """After a row of ``core`` is accumulated in ``out``: ``out[i] = tail(out[i])`` over the row."""
@@ -219,18 +462,21 @@ def dot_row_strategy_ok(dot) -> bool:
 
 
 def emit_dot(kb: _KernelBuilder, dot, root):
-    """``out[b, m, :] = sum_k lhs[b, m, k] * rhs[b, k, :]``, innermost over the rhs free dims."""
+    """``out[b, m, :] = sum_k lhs[b, m, k] * rhs[b, k, :]``, innermost over the rhs free dims;
+    units are the (batch, lhs free) positions."""
     b = kb.builder
     lhs, rhs = dot.operands
     dtype = T.check_dtype(dot.shape.dtype, "dot")
     lb, lc, lf, rb, rc, rf = E.dot_parts(dot)
     dims = dot.shape.dims
+    kb.kernel.strategy = "dot-rows"
+    kb.kernel.cost_ns = 2 * math.prod(dims) * math.prod(lhs.shape.dims[d] for d in lc) * _NS_PER_FLOP * 8
     if math.prod(dims) == 0:
         return
     nb, nl = len(lb), len(lf)
     row_dims = dims[nb + nl:]
     zero = T.constant(dtype, 0)
-    with loop_nest(b, dims[:nb + nl], "m") as outer:
+    with kb.units(dims[:nb + nl], "m") as outer:
         bv, lv = outer[:nb], outer[nb:]
         row_start = linearize(b, outer + [T.i64(0)] * len(row_dims), dims)
 
@@ -254,12 +500,15 @@ def emit_dot(kb: _KernelBuilder, dot, root):
 def emit_convolution(kb: _KernelBuilder, conv, root):
     """For each (batch, output position): zero the row of output features, then for each
     window offset inside the input and each input feature ``c`` of a group,
-    ``out[..., f] += lhs[..., c] * rhs[k, c, f]`` over the group's output features ``f``."""
+    ``out[..., f] += lhs[..., c] * rhs[k, c, f]`` over the group's output features ``f``.
+    Units are the output positions."""
     b = kb.builder
     lhs, rhs = conv.operands
     dtype = T.check_dtype(conv.shape.dtype, "convolution")
     dn, cg, og, groups, window = E.conv_parts(conv)
     dims = conv.shape.dims
+    kb.kernel.strategy = "conv-rows"
+    kb.kernel.cost_ns = 2 * math.prod(dims) * cg * math.prod(window["size"]) * _NS_PER_FLOP * 8
     if math.prod(dims) == 0:
         return
     fdim = dn.out_spec[1]
@@ -275,7 +524,7 @@ def emit_convolution(kb: _KernelBuilder, conv, root):
         multi[fdim] = f
         return multi
 
-    with loop_nest(b, [dims[d] for d in outer_dims], "o") as outer:
+    with kb.units([dims[d] for d in outer_dims], "o") as outer:
         multi0 = full_index(outer, T.i64(0))
         row_start = linearize(b, multi0, dims)
         batch = multi0[dn.out_spec[0]]
@@ -297,13 +546,19 @@ def emit_convolution(kb: _KernelBuilder, conv, root):
                 p, v = E.conv_input_position(b, conv, dn, window, s, out_pos[s], ks[s])
                 positions.append(p)
                 valid = b.and_(valid, v)
-            with if_then(b, valid, "inside"), for_loop(b, 0, cg, "c") as c:
+            # As XLA:CPU: padding zeros are multiplied (0 * inf = NaN), lhs-dilation holes skipped.
+            pad_only = all(d == 1 for d in window["lhs_dilate"])
+            if pad_only:
+                positions = [b.select(valid, p, T.i64(0)) for p in positions]
+            with if_then(b, ir.Constant(T.I1, 1) if pad_only else valid, "inside"), for_loop(b, 0, cg, "c") as c:
                 lm = [None] * lhs.shape.rank
                 lm[dn.lhs_spec[0]] = batch
                 lm[dn.lhs_spec[1]] = b.add(b.mul(g, T.i64(cg)), c)
                 for s in range(nsp):
                     lm[dn.lhs_spec[2 + s]] = positions[s]
                 x = E.load_converted(kb.emitter(), lhs, Index(b, lhs.shape.dims, multi=lm), dtype)
+                if pad_only:
+                    x = b.select(valid, x, T.constant(dtype, 0))
                 with for_loop(b, 0, og, "f") as fo:
                     f = b.add(b.mul(g, T.i64(og)), fo)
                     rm = [None] * rhs.shape.rank
@@ -324,9 +579,15 @@ def _array_constants(comp):
     return [i for i in comp.instructions if i.opcode == "constant" and i.shape.rank > 0]
 
 
-def emit_kernel(module: ir.Module, instr, name: str) -> Kernel:
+def emit_kernel(module: ir.Module, instr, name: str, in_place=(), threads: int = 1) -> Kernel:
     """Emit the kernel computing entry-level ``instr`` into ``module``.
 
+    ``in_place``: operand positions whose buffer buffer assignment gave to the output (it proved
+    the kernel reads them only at the index it writes). Those operands are read through the
+    ``out`` pointer, so every pointer stays ``noalias``: no two arguments are used for the same bytes.
+
+    ``threads`` is how many threads the executable will split big kernels over (a dot cuts
+    itself into enough units to keep them busy).
     Raises ``UnsupportedError`` (naming the opcode/dtype) for anything the backend cannot emit.
     """
     if instr.shape.is_tuple:
@@ -343,7 +604,8 @@ def emit_kernel(module: ir.Module, instr, name: str) -> Kernel:
         consts = _array_constants(comp)
         kernel = Kernel(name, instr, kind, [i.opcode for i in comp.instructions if i.opcode != "parameter"],
                         inputs=list(instr.operands), constants=[np.asarray(c.literal) for c in consts])
-        kb = _KernelBuilder(module, kernel, params, consts)
+        kb = _KernelBuilder(module, kernel, params, consts, threads)
+        _read_in_place_through_out(kb, kernel, [params[k] for k in in_place], [instr.operands[k] for k in in_place])
         _emit_body(kb, comp.root)
     else:
         # A lone op: its operands' buffers are the leaves (scalar constants become immediates).
@@ -352,20 +614,43 @@ def emit_kernel(module: ir.Module, instr, name: str) -> Kernel:
             if o not in leaves and not (o.opcode == "constant" and o.shape.rank == 0):
                 leaves.append(o)
         kernel = Kernel(name, instr, instr.opcode, [instr.opcode], inputs=leaves)
-        kb = _KernelBuilder(module, kernel, leaves, [])
+        kb = _KernelBuilder(module, kernel, leaves, [], threads)
+        shared = [instr.operands[k] for k in in_place]
+        _read_in_place_through_out(kb, kernel, shared, shared)
         _emit_body(kb, instr)
     kb.finish()
     return kernel
 
 
+def _read_in_place_through_out(kb, kernel, leaves, inputs):
+    for leaf, inp in zip(leaves, inputs):
+        kb.buffers[leaf] = kb.out
+        kernel.in_place.append(inp)
+
+
 def _emit_body(kb: _KernelBuilder, root):
+    from minixla.backends.llvm.kernels_extra import KERNELS as EXTRA_KERNELS  # scatter, ...
+    if root.opcode in EXTRA_KERNELS:
+        kb.kernel.strategy = root.opcode
+        kb.kernel.cost_ns = math.prod(root.shape.dims) * _NS_PER_BYTE * 8
+        with if_then(kb.builder, kb.builder.icmp_signed("<", kb.lo, kb.hi), "run"):  # one unit
+            EXTRA_KERNELS[root.opcode](kb, root)
+        return
     if root.opcode == "reduce":
         emit_reduce(kb, root)
         return
     core = _find_core(kb, root)
     if core is not None and core.shape.dtype == root.shape.dtype:
         if core.opcode == "convolution":
-            emit_convolution(kb, core, root)
+            g = gemm_for_convolution(kb, core, root)
+            if g is not None:
+                emit_gemm(kb, g)
+            else:
+                emit_convolution(kb, core, root)
+            return
+        g = gemm_for_dot(kb, core, root)
+        if g is not None:
+            emit_gemm(kb, g)
             return
         if dot_row_strategy_ok(core):
             emit_dot(kb, core, root)

@@ -1,0 +1,288 @@
+"""Run the benchmark suite: numpy (eager), ``minixla.jit`` (LLVM backend) and ``jax.jit`` (XLA:CPU)
+in one process, on the same inputs, next to this machine's limits.
+
+    python -m benchmarks                 # the suite: table, results/benchmarks.json, results/benchmarks.png
+    python -m benchmarks --sweep         # plus attention over batch x sequence
+    python -m benchmarks --only mlp conv_bias_relu --repeat 31
+    python -m benchmarks --scale 0.01 --repeat 3 --no-plot   # a tiny smoke run
+
+Method. Every framework runs each workload once to warm up (and compile), then ``repeat``
+timed samples are taken *interleaved* (numpy, minixla, jax, numpy, ...), so background load
+hits all three alike; each sample times enough calls to last ``min_sample_ms`` and the
+reported time is the median sample. ``jax.jit`` results are waited for
+(``block_until_ready``) and its inputs are already device arrays. Compile time is
+``jit(f).lower(*args).compile()`` of a fresh function, the median of ``compile_repeat``
+runs, for minixla and for jax. The achieved rate is GB/s (compulsory traffic: inputs read
+once, output written once) or GFLOP/s (2 per multiply-add of the dots and convolutions),
+also given as the fraction of the machine's limit measured in the same run
+(``benchmarks/limits.py``: DRAM copy bandwidth, peak FMA throughput, on the pool's threads).
+Each workload's minixla result is checked against jax's.
+"""
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+if __package__ in (None, ""):  # ``python benchmarks/run.py``
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    __package__ = "benchmarks"
+
+from benchmarks import limits as limits_mod  # noqa: E402
+from benchmarks import workloads as W  # noqa: E402
+
+FRAMEWORKS = ("numpy", "minixla", "jax")
+
+
+def _sampler(call, min_sample_s: float):
+    """A function timing one sample (seconds per call) of ``call``, calibrated once."""
+    t0 = time.perf_counter()
+    call()
+    one = time.perf_counter() - t0
+    number = max(1, int(min_sample_s / max(one, 1e-7)))
+
+    def sample():
+        t = time.perf_counter()
+        for _ in range(number):
+            call()
+        return (time.perf_counter() - t) / number
+    return sample
+
+
+def _compile_times(workload, args, repeat):
+    import jax
+    import minixla
+
+    mns, jns = W.minixla_namespace(), W.jax_namespace()
+    jargs = [jax.numpy.asarray(a) for a in args]
+    mx, jx = [], []
+    for _ in range(repeat):
+        f = functools.partial(workload.fn, mns)
+        t = time.perf_counter()
+        minixla.jit(f).lower(*args).compile()
+        mx.append(time.perf_counter() - t)
+        g = functools.partial(workload.fn, jns)  # a fresh function: no jax cache hit
+        t = time.perf_counter()
+        jax.jit(g).lower(*jargs).compile()
+        jx.append(time.perf_counter() - t)
+    return statistics.median(mx) * 1e3, statistics.median(jx) * 1e3
+
+
+def run_workload(workload, limits, scale=1.0, repeat=15, min_sample_ms=20.0, compile_repeat=3,
+                 frameworks=FRAMEWORKS, seed=0) -> dict:
+    """Time one workload on every framework; returns a result dict (see ``run_suite``)."""
+    import jax
+    import minixla
+
+    args = workload.make_args(np.random.default_rng(seed), scale)
+    calls, outputs = {}, {}
+    if "numpy" in frameworks:
+        nns = W.numpy_namespace()
+        calls["numpy"] = functools.partial(workload.fn, nns, *args)
+    if "minixla" in frameworks:
+        mf = minixla.jit(functools.partial(workload.fn, W.minixla_namespace()))
+        calls["minixla"] = functools.partial(mf, *args)
+    if "jax" in frameworks:
+        jf = jax.jit(functools.partial(workload.fn, W.jax_namespace()))
+        jargs = [jax.device_put(a) for a in args]
+        calls["jax"] = lambda: jf(*jargs).block_until_ready()
+    for name, call in calls.items():
+        outputs[name] = np.asarray(call() if name != "jax" else jf(*jargs))
+    samplers = {name: _sampler(call, min_sample_ms / 1e3) for name, call in calls.items()}
+    samples = {name: [] for name in calls}
+    for _ in range(repeat):
+        for name, sample in samplers.items():
+            samples[name].append(sample())
+    result = {"name": workload.name, "description": workload.description, "kind": workload.kind,
+              "time_ms": {n: statistics.median(s) * 1e3 for n, s in samples.items()},
+              "spread_ms": {n: [min(s) * 1e3, max(s) * 1e3] for n, s in samples.items()}}
+    out = outputs.get("minixla", next(iter(outputs.values())))
+    work = workload.work(args, out)
+    result["work"] = work
+    if workload.kind == "memory":
+        result["rate"] = {n: work / (t / 1e3) / 1e9 for n, t in result["time_ms"].items()}
+        result["rate_unit"] = "GB/s"
+        result["limit"] = limits["copy_gbs"]
+    elif workload.kind == "compute":
+        result["rate"] = {n: work / (t / 1e3) / 1e9 for n, t in result["time_ms"].items()}
+        result["rate_unit"] = "GFLOP/s"
+        result["limit"] = limits["fma_gflops"]
+    else:
+        result["rate"], result["rate_unit"], result["limit"] = {}, "", None
+    if result["limit"]:
+        result["fraction_of_limit"] = {n: r / result["limit"] for n, r in result["rate"].items()}
+    if "jax" in result["time_ms"]:
+        result["ratio_to_jax"] = {n: t / result["time_ms"]["jax"] for n, t in result["time_ms"].items()}
+    if "minixla" in outputs and "jax" in outputs:
+        a, b = outputs["minixla"].astype(np.float64), outputs["jax"].astype(np.float64)
+        result["max_abs_diff_vs_jax"] = float(np.max(np.abs(a - b))) if a.size else 0.0
+        # (relative to the largest |value|: elementwise relative errors blow up near zero)
+        result["max_norm_diff_vs_jax"] = float(np.max(np.abs(a - b)) / max(np.max(np.abs(b)), 1e-30)) if a.size else 0.0
+    if compile_repeat and "minixla" in frameworks and "jax" in frameworks:
+        result["compile_ms"] = dict(zip(("minixla", "jax"), _compile_times(workload, args, compile_repeat)))
+        result["compile_ratio"] = result["compile_ms"]["minixla"] / result["compile_ms"]["jax"]
+    return result
+
+
+def run_suite(workloads, *, scale=1.0, repeat=15, min_sample_ms=20.0, compile_repeat=3, quick_limits=False,
+              frameworks=FRAMEWORKS, log=print) -> dict:
+    """Measure the limits, then every workload. Returns ``{"machine", "limits", "results"}``."""
+    import jax
+    import llvmlite
+
+    from minixla.backends.llvm.runtime import thread_pool
+
+    threads = thread_pool().size
+    log(f"measuring machine limits on {threads} thread(s) ...")
+    limits = limits_mod.measure(threads, quick=quick_limits)
+    log(f"  peak FMA {limits['fma_gflops']:.0f} GFLOP/s ({limits['fma_gflops_1thread']:.0f} on 1 thread), "
+        f"DRAM copy {limits['copy_gbs']:.1f} GB/s ({limits['copy_gbs_1thread']:.1f} on 1 thread)")
+    results = []
+    for w in workloads:
+        log(f"running {w.name} ...")
+        results.append(run_workload(w, limits, scale, repeat, min_sample_ms, compile_repeat, frameworks))
+    machine = {"cpu": _cpu_name(), "threads": threads, "jax": jax.__version__, "llvmlite": llvmlite.__version__,
+               "numpy": np.__version__, "jax_devices": str(jax.devices()),
+               "MINIXLA_NUM_THREADS": os.environ.get("MINIXLA_NUM_THREADS", "")}
+    return {"machine": machine, "limits": limits, "results": results,
+            "settings": {"scale": scale, "repeat": repeat, "min_sample_ms": min_sample_ms}}
+
+
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:  # pragma: no cover
+        pass
+    from llvmlite import binding
+    return binding.get_host_cpu_name()
+
+
+# ---------------------------------------------------------------------------------------
+# Reporting.
+
+def format_table(suite: dict) -> str:
+    """A Markdown table of the suite (times, minixla/jax ratio, rates and fraction of the limit)."""
+    lim = suite["limits"]
+    lines = [f"Machine limits ({lim['threads']} threads): peak FMA {lim['fma_gflops']:.0f} GFLOP/s "
+             f"({lim['fma_gflops_1thread']:.0f} on 1 thread), DRAM copy {lim['copy_gbs']:.1f} GB/s "
+             f"({lim['copy_gbs_1thread']:.1f} on 1 thread).", "",
+             "| workload | numpy ms | minixla ms | jax.jit ms | minixla / jax | minixla rate | jax rate "
+             "| minixla % of limit | jax % of limit | compile ms minixla / jax |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in suite["results"]:
+        t = r["time_ms"]
+        unit = r.get("rate_unit", "")
+
+        def ms(n):
+            if n not in t:
+                return "-"
+            return f"{t[n] * 1e3:.1f} µs" if r["kind"] == "dispatch" else f"{t[n]:.3f}"
+
+        def rate(n):
+            return f"{r['rate'][n]:.1f} {unit}" if n in r.get("rate", {}) else "-"
+
+        def frac(n):
+            return f"{100 * r['fraction_of_limit'][n]:.0f}%" if n in r.get("fraction_of_limit", {}) else "-"
+
+        ratio = f"{r['ratio_to_jax']['minixla']:.2f}" if "ratio_to_jax" in r and "minixla" in t else "-"
+        comp = (f"{r['compile_ms']['minixla']:.0f} / {r['compile_ms']['jax']:.0f}" if "compile_ms" in r else "-")
+        lines.append(f"| {r['name']} | {ms('numpy')} | {ms('minixla')} | {ms('jax')} | {ratio} | {rate('minixla')} "
+                     f"| {rate('jax')} | {frac('minixla')} | {frac('jax')} | {comp} |")
+    return "\n".join(lines)
+
+
+def plot(suite: dict, path: Path) -> Path | None:
+    """Bar plot: speed relative to jax.jit (left) and fraction of the machine limit (right)."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib is not installed: no plot (pip install matplotlib)")
+        return None
+    results = suite["results"]
+    names = [r["name"] for r in results]
+    fws = [f for f in FRAMEWORKS if any(f in r["time_ms"] for r in results)]
+    fig, axes = plt.subplots(1, 2, figsize=(14, 4.8))
+    width = 0.8 / max(1, len(fws))
+    x = np.arange(len(names))
+    for k, fw in enumerate(fws):
+        speed = [r["time_ms"]["jax"] / r["time_ms"][fw] if fw in r["time_ms"] and "jax" in r["time_ms"] else 0
+                 for r in results]
+        axes[0].bar(x + k * width, speed, width, label=fw)
+        frac = [r.get("fraction_of_limit", {}).get(fw, 0) for r in results]
+        axes[1].bar(x + k * width, frac, width, label=fw)
+    axes[0].axhline(1.0, color="k", lw=0.8)
+    axes[0].set_ylabel("speed relative to jax.jit (higher is better)")
+    axes[1].set_ylabel("fraction of machine limit (DRAM copy or FMA peak)")
+    axes[1].set_ylim(0, 1)
+    for ax in axes:
+        ax.set_xticks(x + width * (len(fws) - 1) / 2)
+        ax.set_xticklabels(names, rotation=30, ha="right")
+        ax.legend()
+    lim = suite["limits"]
+    fig.suptitle(f"minixla vs jax.jit vs numpy — {suite['machine']['cpu']}, {lim['threads']} threads "
+                 f"(FMA {lim['fma_gflops']:.0f} GFLOP/s, copy {lim['copy_gbs']:.0f} GB/s)")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def _json_default(o):
+    if isinstance(o, (np.floating, np.integer)):
+        return o.item()
+    raise TypeError(type(o))
+
+
+def main(argv=None) -> dict:
+    p = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.split("\n\n")[0])
+    p.add_argument("--only", nargs="*", help="workload names to run (default: all)")
+    p.add_argument("--sweep", action="store_true", help="also run attention over batch x sequence")
+    p.add_argument("--sweep-only", action="store_true", help="run only the attention sweep")
+    p.add_argument("--repeat", type=int, default=15, help="timed samples per framework (default 15)")
+    p.add_argument("--min-sample-ms", type=float, default=20.0, help="minimum duration of one sample")
+    p.add_argument("--compile-repeat", type=int, default=3, help="compilations timed per workload (0: skip)")
+    p.add_argument("--scale", type=float, default=1.0, help="shrink the workloads (smoke runs)")
+    p.add_argument("--quick-limits", action="store_true", help="measure the limits briefly (smoke runs)")
+    p.add_argument("--frameworks", nargs="*", default=list(FRAMEWORKS), choices=FRAMEWORKS)
+    p.add_argument("--out", default="results", help="directory for benchmarks.json and benchmarks.png")
+    p.add_argument("--no-plot", action="store_true")
+    a = p.parse_args(argv)
+
+    workloads = [] if a.sweep_only else W.workloads(a.scale)
+    if a.only:
+        unknown = set(a.only) - {w.name for w in workloads}
+        if unknown:
+            p.error(f"unknown workload(s) {sorted(unknown)}; choose from {[w.name for w in workloads]}")
+        workloads = [w for w in workloads if w.name in a.only]
+    if a.sweep or a.sweep_only:
+        workloads += W.sweep_workloads()
+    suite = run_suite(workloads, scale=a.scale, repeat=a.repeat, min_sample_ms=a.min_sample_ms,
+                      compile_repeat=a.compile_repeat, quick_limits=a.quick_limits, frameworks=a.frameworks)
+    print()
+    print(format_table(suite))
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "benchmarks.json").write_text(json.dumps(suite, indent=1, default=_json_default))
+    print(f"\nwrote {out / 'benchmarks.json'}")
+    if not a.no_plot:
+        path = plot(suite, out / "benchmarks.png")
+        if path:
+            print(f"wrote {path}")
+    return suite
+
+
+if __name__ == "__main__":
+    main()

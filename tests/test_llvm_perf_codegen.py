@@ -1,0 +1,314 @@
+"""The LLVM backend's performance machinery, tested for correctness and for the code it emits
+(never for timing): register-tiled GEMM micro-kernels for dot and convolution (every edge
+tile, layout and fused tail against JAX), the thread pool and unit splitting (results do not
+depend on the thread count), the execution plan (one foreign call for small programs),
+vectorized loops, fast-math flags and ``noalias`` in the IR, and the K-blocked accuracy.
+"""
+from __future__ import annotations
+
+import ctypes
+import re
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import minixla
+import minixla.numpy as mnp
+from minixla import lax
+from minixla.backends.llvm import compile_module
+from minixla.backends.llvm import gemm as G
+from minixla.backends.llvm.runtime import ThreadPool, default_num_threads
+from minixla.hlo import lower_jaxpr
+from minixla.passes.buffer_assignment import assign_buffers
+
+rng = np.random.default_rng(6)
+
+
+def randn(*shape, dtype=np.float32):
+    return rng.standard_normal(shape).astype(dtype)
+
+
+def compiled(f, *args, num_threads=None):
+    """minixla's full pipeline (passes, fusion, buffer assignment), LLVM backend."""
+    c = minixla.jit(f).lower(*args).compile()
+    if num_threads is None:
+        return c.executable
+    return compile_module(c.hlo_module, c.buffer_assignment, num_threads=num_threads)
+
+
+def close_to_jax(out, ref, k):
+    """Dots/convs: within a few float32 roundings of a length-``k`` sum (JAX's own accuracy)."""
+    out, ref = np.asarray(out, np.float64), np.asarray(ref, np.float64)
+    eps = np.finfo(np.float32).eps
+    np.testing.assert_allclose(out, ref, rtol=8 * eps * np.sqrt(k) + 1e-6, atol=8 * eps * np.sqrt(k))
+
+
+# ---------------------------------------------------------------------------------------
+# dot_general through the micro-kernel: every edge tile (M % MR, N % NR), K blocks (K % KC).
+
+@pytest.mark.parametrize("m,k,n", [(1, 1, 1), (3, 5, 15), (4, 16, 16), (7, 129, 17), (5, 300, 65),
+                                   (37, 128, 130), (9, 257, 64)])
+def test_matmul_edge_tiles(m, k, n):
+    x, w = randn(m, k), randn(k, n)
+    exe = compiled(lambda a, b: mnp.matmul(a, b), x, w)
+    assert exe.kernels()[0]["strategy"] == "gemm"
+    close_to_jax(exe(x, w)[0], jnp.matmul(x, w), k)
+
+
+@pytest.mark.parametrize("dn", [
+    (((1,), (1,)), ((), ())),          # x @ w.T: the rhs is packed from its columns
+    (((0,), (0,)), ((), ())),          # x.T @ w: the lhs is read with a stride
+    (((2,), (1,)), ((0,), (0,))),      # batched
+    (((2,), (2,)), ((0,), (0,))),      # batched, q @ k.T
+])
+def test_dot_general_layouts(dn):
+    shapes = {(((1,), (1,)), ((), ())): ((6, 40), (70, 40)),
+              (((0,), (0,)), ((), ())): ((40, 6), (40, 70)),
+              (((2,), (1,)), ((0,), (0,))): ((3, 6, 40), (3, 40, 70)),
+              (((2,), (2,)), ((0,), (0,))): ((3, 6, 40), (3, 70, 40))}[dn]
+    a, b = randn(*shapes[0]), randn(*shapes[1])
+    exe = compiled(lambda a, b: lax.dot_general(a, b, dn), a, b)
+    assert exe.kernels()[0]["strategy"] == "gemm"
+    close_to_jax(exe(a, b)[0], jax.lax.dot_general(a, b, dn), 40)
+
+
+def test_dot_several_free_and_contracting_dims():
+    a, b = randn(2, 3, 4, 5), randn(4, 5, 7, 2)
+    dn = (((2, 3), (0, 1)), ((), ()))
+    exe = compiled(lambda a, b: lax.dot_general(a, b, dn), a, b)
+    close_to_jax(exe(a, b)[0], jax.lax.dot_general(a, b, dn), 20)
+
+
+def test_dot_float64_matches_numpy():
+    a, b = randn(13, 70, dtype=np.float64), randn(70, 21, dtype=np.float64)
+    with jax.enable_x64(True):
+        exe = compiled(lambda a, b: mnp.matmul(a, b), a, b)
+        out = exe(a, b)[0]
+    assert exe.kernels()[0]["strategy"] == "gemm" and out.dtype == np.float64
+    np.testing.assert_allclose(out, a @ b, rtol=1e-12, atol=1e-12)
+
+
+def test_dot_specials_propagate():
+    a, b = randn(5, 20), randn(20, 18)
+    a[1, 3], a[2, 4], b[7, 5] = np.nan, np.inf, -np.inf
+    exe = compiled(lambda a, b: mnp.matmul(a, b), a, b)
+    out, ref = exe(a, b)[0], np.asarray(jnp.matmul(a, b))
+    np.testing.assert_array_equal(np.isnan(out), np.isnan(ref))
+    np.testing.assert_array_equal(np.isinf(out), np.isinf(ref))
+
+
+def test_dot_with_fused_tail_is_one_gemm_kernel():
+    x, w, b = randn(20, 33), randn(33, 70), randn(70)
+    f = lambda x, w, b: mnp.maximum(mnp.matmul(x, w) + b, 0.0)  # noqa: E731
+    exe = compiled(f, x, w, b)
+    (kernel,) = exe.kernels()
+    assert kernel["kind"] == "kOutput" and kernel["strategy"] == "gemm"
+    close_to_jax(exe(x, w, b)[0], jnp.maximum(jnp.matmul(x, w) + b, 0.0), 33)
+
+
+def test_k_blocking_beats_one_running_sum():
+    """The K-blocked accumulation (blocks of KC, then added) is more accurate than one
+    sequential float32 sum over K, measured against float64."""
+    k = 8 * G.KC
+    a, b = randn(8, k), randn(k, 32)
+    exact = a.astype(np.float64) @ b.astype(np.float64)
+    seq = np.zeros((8, 32), np.float32)
+    for i in range(k):
+        seq = seq + a[:, i:i + 1] * b[i]
+    ours = compiled(lambda a, b: mnp.matmul(a, b), a, b)(a, b)[0]
+    assert np.abs(ours - exact).max() < np.abs(seq - exact).max()
+
+
+# ---------------------------------------------------------------------------------------
+# Convolution through the micro-kernel.
+
+CONVS = [
+    dict(x=(2, 9, 9, 3), w=(3, 3, 3, 16), strides=(1, 1), padding="SAME"),
+    dict(x=(1, 11, 10, 5), w=(3, 2, 5, 70), strides=(2, 1), padding=[(2, 0), (1, 1)]),
+    dict(x=(1, 12, 12, 4), w=(3, 3, 4, 8), strides=(1, 1), padding="VALID", rhs_dilation=(2, 2)),
+    dict(x=(1, 5, 5, 200), w=(2, 2, 200, 17), strides=(1, 1), padding="SAME"),   # C > KC: c blocks
+    dict(x=(3, 17, 6), w=(5, 6, 9), strides=(2,), padding="SAME", dn=("NWC", "WIO", "NWC")),
+    dict(x=(2, 7, 7, 3), w=(8, 3, 3, 3), strides=(1, 1), padding="SAME", dn=("NHWC", "OIHW", "NHWC")),
+]
+
+
+@pytest.mark.parametrize("case", CONVS, ids=range(len(CONVS)))
+def test_conv_gemm_against_jax(case):
+    x, w = randn(*case["x"]), randn(*case["w"])
+    dn = case.get("dn", ("NHWC", "HWIO", "NHWC"))
+    kw = dict(rhs_dilation=case.get("rhs_dilation"), dimension_numbers=dn)
+
+    def f(L):
+        return lambda x, w: L.conv_general_dilated(x, w, case["strides"], case["padding"], **kw)
+    exe = compiled(f(lax), x, w)
+    assert exe.kernels()[0]["strategy"] == "gemm"
+    taps = np.prod(case["w"][:-2]) if dn[1].endswith("IO") else np.prod(case["w"][2:])
+    close_to_jax(exe(x, w)[0], f(jax.lax)(x, w), taps * x.shape[-1])
+
+
+def test_conv_bias_relu_one_gemm_kernel():
+    x, w, b = randn(2, 8, 8, 16), randn(3, 3, 16, 20), randn(20)
+
+    def f(L, N):
+        return lambda x, w, b: N.maximum(L.conv_general_dilated(
+            x, w, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC")) + b, 0.0)
+    exe = compiled(f(lax, mnp), x, w, b)
+    (kernel,) = exe.kernels()
+    assert kernel["kind"] == "kOutput" and kernel["strategy"] == "gemm"
+    close_to_jax(exe(x, w, b)[0], f(jax.lax, jnp)(x, w, b), 9 * 16)
+
+
+def test_conv_nchw_falls_back_to_rows():
+    x, w = randn(1, 3, 6, 6), randn(4, 3, 3, 3)
+    exe = compiled(lambda x, w: lax.conv_general_dilated(x, w, (1, 1), "SAME"), x, w)
+    assert exe.kernels()[0]["strategy"] == "conv-rows"
+    close_to_jax(exe(x, w)[0], jax.lax.conv_general_dilated(x, w, (1, 1), "SAME"), 27)
+
+
+# ---------------------------------------------------------------------------------------
+# Threads: the units split the output, never a sum, so results are bit-identical.
+
+def _programs():
+    x, w, b = randn(64, 96), randn(96, 130), randn(130)
+    big = randn(300, 257)
+    img, k = randn(2, 12, 12, 8), randn(3, 3, 8, 24)
+    return [
+        (lambda x, w, b: mnp.maximum(mnp.matmul(x, w) + b, 0.0), (x, w, b)),
+        (lambda y: mnp.exp(y - mnp.max(y, axis=-1, keepdims=True)) / 3.0, (big,)),
+        (lambda y: mnp.tanh(y) * 2.0 + mnp.sum(y, axis=0), (big,)),
+        (lambda a, k: lax.conv_general_dilated(a, k, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC")),
+         (img, k)),
+    ]
+
+
+@pytest.mark.parametrize("prog", range(4))
+def test_results_do_not_depend_on_thread_count(prog, monkeypatch):
+    from minixla.backends.llvm import executable
+    monkeypatch.setattr(executable, "PARALLEL_MIN_NS", 0)  # split every kernel that has units
+    f, args = _programs()[prog]
+    one = compiled(f, *args, num_threads=1)
+    three = compiled(f, *args, num_threads=3)
+    assert any(k["parallel"] for k in three.kernels())
+    assert not any(k["parallel"] for k in one.kernels())
+    for a, b in zip(one(*args), three(*args)):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_parallel_for_covers_every_unit_once():
+    seen = []
+    callback = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)(
+        lambda table, lo, hi: seen.extend(range(lo, hi)))
+    pool = ThreadPool(3)
+    for units in (0, 1, 2, 7, 100):
+        seen.clear()
+        pool.parallel_for(callback, 0, units)
+        assert sorted(seen) == list(range(units))
+    pool.shutdown()
+
+
+def test_num_threads_environment(monkeypatch):
+    monkeypatch.setenv("MINIXLA_NUM_THREADS", "3")
+    assert default_num_threads() == 3
+    for bad in ("0", "two"):
+        monkeypatch.setenv("MINIXLA_NUM_THREADS", bad)
+        with pytest.raises(ValueError, match="MINIXLA_NUM_THREADS"):
+            default_num_threads()
+
+
+# ---------------------------------------------------------------------------------------
+# Execution plan and introspection.
+
+def test_small_program_is_one_foreign_call():
+    x = randn(8)
+    exe = compiled(lambda x: mnp.exp(x) + mnp.sum(x * 2.0), x)
+    assert len(exe.kernels()) >= 2
+    assert len(exe._steps) == 1 and exe._steps[0][1] == 0  # one sequence function, no split
+    np.testing.assert_allclose(exe(x)[0], np.asarray(jnp.exp(x) + jnp.sum(x * 2.0)), rtol=1e-6)
+
+
+def test_profile_times_every_kernel():
+    x, w = randn(30, 40), randn(40, 50)
+    exe = compiled(lambda x, w: mnp.sum(mnp.tanh(mnp.matmul(x, w)), axis=0), x, w)
+    prof = exe.profile(x, w, repeat=2)
+    assert [p["name"] for p in prof] == [k["name"] for k in exe.kernels()]
+    assert all(p["ms"] >= 0 for p in prof)
+
+
+# ---------------------------------------------------------------------------------------
+# The emitted IR: vector types, fast-math flags, noalias.
+
+def _functions(ir_text):
+    """name -> body text of each ``define``."""
+    out, name = {}, None
+    for line in ir_text.splitlines():
+        m = re.match(r'define [^@]*@"?([\w.]+)"?\(', line)
+        if m:
+            name = m.group(1)
+            out[name] = line + "\n"
+        elif name is not None:
+            out[name] += line + "\n"
+    return out
+
+
+def _kernel_bodies(ir_text):
+    return {n: b for n, b in _functions(ir_text).items() if not n.endswith(".thunk") and not n.startswith("minixla.")}
+
+
+@pytest.mark.parametrize("f", [
+    lambda x: x * 2.0 + 1.0,
+    lambda x: mnp.exp(x) * mnp.tanh(x),
+    lambda x: mnp.sum(x, axis=-1),
+    lambda x: mnp.max(x, axis=-1),
+], ids=["affine", "exp-tanh", "sum", "max"])
+def test_loops_are_vectorized(f):
+    x = randn(64, 256)
+    exe = compiled(f, x)
+    vector = re.compile(r"<(\d+) x float>")
+    for name, body in _kernel_bodies(exe.optimized_llvm_ir).items():
+        widths = {int(w) for w in vector.findall(body)}
+        assert widths and max(widths) >= 4, f"{name} has no vector code"
+
+
+def test_gemm_uses_vector_fma():
+    x, w = randn(16, 64), randn(64, 64)
+    exe = compiled(lambda a, b: mnp.matmul(a, b), x, w)
+    lanes = G.lanes(np.float32)
+    assert f"@llvm.fma.v{lanes}f32" in exe.optimized_llvm_ir
+
+
+_FORBIDDEN = ("fast", "contract", "nnan", "ninf", "nsz", "arcp", "afn")
+
+
+def _flags(body):
+    return set(re.findall(r"\b(" + "|".join(_FORBIDDEN + ("reassoc",)) + r")\b", body))
+
+
+def test_no_fast_math_on_elementwise_ops():
+    x = randn(16, 32)
+    exe = compiled(lambda x: mnp.exp(x) / (1.0 + mnp.tanh(x * x)) - x, x)
+    for body in _kernel_bodies(exe.llvm_ir).values():
+        assert _flags(body) == set()
+
+
+def test_reassoc_only_in_reductions():
+    x = randn(16, 32)
+    exe = compiled(lambda x: mnp.sum(x * 3.0, axis=-1), x)
+    for body in _kernel_bodies(exe.llvm_ir).values():
+        assert _flags(body) <= {"reassoc"}
+        for line in body.splitlines():
+            if "reassoc" in line:  # only the accumulation: fadd into the accumulator
+                assert re.search(r"= fadd reassoc", line), line
+            if "fmul" in line:     # the user's multiply by 3 carries no flag
+                assert "fmul float" in line or "fmul <" in line, line
+    assert any("reassoc" in b for b in _kernel_bodies(exe.llvm_ir).values())
+
+
+def test_kernel_pointers_are_noalias():
+    x, w = randn(8, 8), randn(8, 8)
+    exe = compiled(lambda x, w: mnp.maximum(mnp.matmul(x, w), 0.0) + mnp.sum(x), x, w)
+    for name, body in _kernel_bodies(exe.llvm_ir).items():
+        header = body.splitlines()[0]
+        ptrs = re.findall(r"ptr( noalias)? %", header)
+        assert ptrs and all(p == " noalias" for p in ptrs), header

@@ -1,0 +1,210 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Tutorial 02 — Fusion and buffer assignment
+#
+# After lowering, every HLO instruction would be its own loop over memory: read the operands,
+# write the result. For most array programs the time goes into that memory traffic, not into
+# arithmetic: on a laptop-class CPU, moving one float to DRAM and back costs about as much as
+# twenty flops. Two passes attack it:
+#
+# - **fusion** merges producers into consumers so intermediates stay in registers
+#   (fewer kernels, fewer bytes moved);
+# - **buffer assignment** decides where the intermediates that *are* stored live, reusing
+#   memory whose contents are dead (smaller footprint, fewer page faults).
+#
+# We follow softmax through both, then look at each rule, and compare with XLA.
+
+# %%
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import minixla
+import minixla.numpy as mnp
+from minixla import lax
+from minixla.memory import kernel_traffic
+
+
+def softmax(x, np=mnp):
+    e = np.exp(x - np.max(x, axis=1, keepdims=True))
+    return e / np.sum(e, axis=1, keepdims=True)
+
+
+x = np.random.default_rng(0).standard_normal((512, 1024)).astype(np.float32)
+lowered = minixla.jit(softmax).lower(x)
+compiled = lowered.compile()
+
+# %% [markdown]
+# ## 1. Before and after fusion
+#
+# Lowered, softmax is a handful of instructions, each a kernel of its own (reshapes are free:
+# a row-major reshape is a bitcast). After the passes:
+
+# %%
+print("kernels before fusion:", compiled.kernels_unfused)
+for k in compiled.kernels():
+    print(f"  {k['name']:<12} {k['kind']:<8} {' '.join(k['opcodes'])}")
+print(f"bytes moved: {kernel_traffic(lowered.hlo_module):,} before, {kernel_traffic(compiled.hlo_module):,} after")
+
+# %% [markdown]
+# Three kernels:
+#
+# 1. `reduce` — the row maximum.
+# 2. a **kInput** fusion — `sum(exp(x - max))`: the reduction reads its operand expression
+#    element by element, so `exp(x - max)` is never written to memory.
+# 3. a **kLoop** fusion — `exp(x - max) / sum`: one loop over the output.
+#
+# `exp(x - max)` is computed *twice*, once in each fusion. Storing it would cost a write and a
+# read of 2 MiB; recomputing costs one `exp` per element. The decision and the rule behind it
+# are in the **fusion log**:
+
+# %%
+for d in compiled.fusion_log:
+    if d.producer.startswith(("exponential", "subtract", "reduce")):
+        print(d)
+
+# %% [markdown]
+# The pictures say the same: each fusion is a box holding the instructions of its kernel
+# (blue kLoop, orange kInput, green kOutput). In a notebook `compiled.graph()` draws itself
+# (with Graphviz's `dot` installed; otherwise it shows the DOT text, which any Graphviz viewer
+# renders).
+
+# %%
+compiled.graph()
+
+# %% [markdown]
+# ## 2. The rules
+#
+# The fusion pass visits consumers from the end of the program and pulls producers into them.
+# Its docstring (`help(minixla.passes.fusion)`) lists the rules; here each one in action.
+#
+# **kOutput: a contraction with its elementwise tail.** Conv + bias + ReLU is one kernel: the
+# accumulator gets the bias and the activation in registers, then is stored once. An MLP layer
+# (`dot` + bias + activation) likewise; a residual add and a ReLU6 clamp join the tail too.
+
+# %%
+def block(x, w, b, r):
+    y = lax.conv_general_dilated(x, w, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC"))
+    return mnp.minimum(mnp.maximum(y + b + r, 0.0), 6.0)
+
+
+args = (np.ones((2, 8, 8, 4), np.float32), np.ones((3, 3, 4, 8), np.float32),
+        np.ones(8, np.float32), np.ones((2, 8, 8, 8), np.float32))
+print(minixla.jit(block).lower(*args).compile().kernels())
+
+# %% [markdown]
+# **Reductions take an epilogue, never a broadcast.** `sqrt(mean(d*d) + eps)` finishes each
+# reduced value once, inside the reduction's kernel. But `x - max(x)` needs the whole row's
+# maximum before its first subtraction, so the reduction stays a kernel of its own. Layernorm
+# therefore is three kernels too:
+
+# %%
+def layernorm(x, g, b, np=mnp):
+    mean = np.mean(x, axis=1, keepdims=True)
+    d = x - mean
+    var = np.mean(d * d, axis=1, keepdims=True)
+    return d / np.sqrt(var + 1e-5) * g + b
+
+
+g, b = np.ones(1024, np.float32), np.zeros(1024, np.float32)
+ln = minixla.jit(layernorm).lower(x, g, b).compile()
+for k in ln.kernels():
+    print(f"  {k['kind']:<8} {' '.join(o for o in k['opcodes'] if o != 'constant')}")
+
+# %% [markdown]
+# **Never a cycle.** A producer can be *moved* into a fusion only if all its users are inside.
+# In softmax, `exp` also feeds the sum that the final divide reads: moving `exp` into the divide's
+# fusion would make the sum read the fusion and the fusion read the sum. The pass checks this
+# with networkx reachability and says so — then duplicates instead (rule 4).
+#
+# **Expensive work is not recomputed per copy.** An `exp` under a broadcast that expands it
+# would be recomputed for every copy, so it is stored instead:
+
+# %%
+c = minixla.jit(lambda v: mnp.broadcast_to(mnp.exp(v), (64, 8)) * 2.0).lower(np.ones(8, np.float32)).compile()
+print([k["kind"] for k in c.kernels()])
+print(next(d for d in c.fusion_log if "per copy" in d.reason))
+
+# %% [markdown]
+# ## 3. Buffer assignment
+#
+# What remains stored needs memory. Buffer assignment computes each value's **live range**
+# over the schedule (from the step defining it to its last use), lets an elementwise kernel
+# write **in place** of an operand that dies there, and packs all temporaries into one arena
+# with a heap simulator (largest first, best fit among buffers alive at the same time).
+# Outputs go straight into the result arrays.
+
+# %%
+print(compiled.buffer_assignment)
+
+# %% [markdown]
+# For softmax only the two row vectors (max and sum) are temporaries. `memory_analysis()`
+# mirrors JAX's; let's put XLA's next to it:
+
+# %%
+ours = compiled.memory_analysis()
+xla = jax.jit(lambda x: softmax(x, np=jnp)).lower(x).compile().memory_analysis()
+print(ours)
+print("XLA temp_size_in_bytes:", xla.temp_size_in_bytes)
+
+# %% [markdown]
+# XLA:CPU keeps `exp(x - max)` in the *output* buffer and normalizes it in place, so it needs
+# one row vector less; we recompute the `exp` instead, at the price of that one row vector.
+#
+# **In place.** Here `h = x @ w1` has two users (a row sum and `tanh`), so it is stored; the
+# elementwise kernel that reads it last writes its result over it:
+
+# %%
+def scores(x, w1, w2):
+    h = x @ w1
+    return (mnp.tanh(h) * mnp.sum(h, axis=1, keepdims=True)) @ w2
+
+
+rng = np.random.default_rng(1)
+a = [rng.standard_normal(s).astype(np.float32) for s in [(256, 64), (64, 256), (256, 8)]]
+sc = minixla.jit(scores).lower(*a).compile()
+print(sc.buffer_assignment)
+print(sc.memory_analysis())
+
+# %% [markdown]
+# The live-bytes curve shows how memory use evolves step by step (arguments always count; the
+# peak is what the best possible placement would need):
+
+# %%
+import matplotlib.pyplot as plt
+
+ma = sc.memory_analysis()
+plt.figure(figsize=(6, 2.5))
+plt.step(range(len(ma.live_bytes)), np.array(ma.live_bytes) / 1024, where="mid")
+plt.xlabel("schedule step")
+plt.ylabel("live KiB")
+plt.title("scores: live bytes per step")
+plt.tight_layout()
+
+# %% [markdown]
+# **Donation.** As with `jax.jit(f, donate_argnums=...)`, a donated argument's buffer may be
+# reused: here the output is computed in place of `x` and returned in its memory
+# (`alias_size_in_bytes`). Do not use a donated array after the call.
+
+# %%
+step = minixla.jit(lambda x, g: x - 0.1 * g, donate_argnums=0)
+xs, gs = np.ones(4, np.float32), np.arange(4, dtype=np.float32)
+c = step.lower(xs, gs).compile()
+print(c.memory_analysis().alias_size_in_bytes, "bytes aliased")
+print(step(xs, gs))
+
+# %% [markdown]
+# `python -m benchmarks.memory` prints these figures for the digits CNN, an MLP, softmax,
+# layernorm, Conv+Bias+ReLU and attention, next to XLA's. Next: the LLVM backend, turning each
+# kernel into vectorized machine code.
