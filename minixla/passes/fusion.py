@@ -239,11 +239,20 @@ class FusionPass(HloPass):
             return "duplicate", f"rule 4: recomputed here instead of stored ({why}; {why_not_move})"
         return False, f"{why_not_move}; not duplicated: {why}"
 
+    #: how far (in producer->user steps) the cycle explanation searches; see _why_not_move.
+    explain_depth = 8
+
     def _why_not_move(self, p, cluster) -> str:
-        """Rule 2, with networkx: the outside user through which moving ``p`` would close a cycle."""
+        """Rule 2, with networkx: the outside user through which moving ``p`` would close a cycle.
+
+        Legality never depends on this search (a producer with an outside user is simply not
+        moved); it only explains the decision. A full reachability query per decision would
+        make the pass quadratic in program size, so the search stops ``explain_depth`` steps
+        from the outside user and otherwise gives the plainer reason.
+        """
         outside = [u for u in self.users[p] if u not in cluster.members]
         for u in outside:
-            if nx.has_path(self.graph, u, cluster.root):
+            if cluster.root in nx.bfs_tree(self.graph, u, depth_limit=self.explain_depth):
                 return f"rule 2: moving it would create a cycle through %{u.name}"
         return f"rule 2: %{outside[0].name} outside the fusion also needs its value"
 
