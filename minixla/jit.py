@@ -232,35 +232,77 @@ class Compiled:
 class Jitted:
     """The object ``minixla.jit(f)`` returns: callable, with ``.lower(*args)`` like ``jax.jit``."""
 
-    def __init__(self, fun, backend: str = "llvm", donate_argnums=()):
+    def __init__(self, fun, backend: str = "llvm", donate_argnums=(), static_argnums=(), static_argnames=()):
         if backend not in BACKENDS:
             raise ValueError(f"unknown backend {backend!r}; choose one of {BACKENDS}")
         self.fun = fun
         self.backend = backend
-        self.donate_argnums = (donate_argnums,) if isinstance(donate_argnums, int) else tuple(donate_argnums)
+        as_tuple = lambda x: (x,) if isinstance(x, (int, str)) else tuple(x)
+        self.donate_argnums = as_tuple(donate_argnums)
+        self.static_argnums = as_tuple(static_argnums)
+        self.static_argnames = as_tuple(static_argnames)
         self._cache: dict = {}
         functools.update_wrapper(self, fun)
+
+    def _split_static(self, args, kwargs):
+        """Separate static arguments (compile-time Python values, part of the cache key) from
+        the dynamic ones (traced). Returns ``(fun of the dynamic args, args, kwargs, static key)``."""
+        if not self.static_argnums and not self.static_argnames:
+            return self.fun, args, kwargs, ()
+        n = len(args)
+        static_pos = {i % n for i in self.static_argnums if -n <= i < n}
+        static = tuple((i, args[i]) for i in sorted(static_pos))
+        static_kw = tuple(sorted((k, v) for k, v in kwargs.items() if k in self.static_argnames))
+        try:
+            hash((static, static_kw))
+        except TypeError:
+            raise ValueError("Non-hashable static arguments are not supported: static_argnums/"
+                             f"static_argnames values must be hashable, got {static + static_kw}") from None
+        dyn_args = tuple(a for i, a in enumerate(args) if i not in static_pos)
+        dyn_kwargs = {k: v for k, v in kwargs.items() if k not in self.static_argnames}
+
+        def fun(*dargs, **dkwargs):
+            it = iter(dargs)
+            full = [dict(static)[i] if i in static_pos else next(it) for i in range(n)]
+            return self.fun(*full, **dkwargs, **dict(static_kw))
+        functools.update_wrapper(fun, self.fun)
+        return fun, dyn_args, dyn_kwargs, (static, static_kw)
+
+    def _dynamic_donations(self, args):
+        """``donate_argnums`` renumbered among the dynamic (non-static) positional arguments."""
+        n = len(args)
+        static_pos = {i % n for i in self.static_argnums if -n <= i < n}
+        out = []
+        for i in self.donate_argnums:
+            if not -n <= i < n:
+                raise ValueError(f"donate_argnums={i} but the function was called with {n} positional arguments")
+            if i % n in static_pos:
+                raise ValueError(f"argument {i % n} cannot be both static and donated")
+            out.append(i % n - sum(1 for s in static_pos if s < i % n))
+        return tuple(out)
 
     @_gc_paused
     def lower(self, *args, **kwargs) -> Lowered:
         """Trace with the avals of ``args`` and lower to HLO (no optimization yet)."""
-        flat, in_tree = tree_util.tree_flatten((args, kwargs))
+        fun, dyn_args, dyn_kwargs, _ = self._split_static(args, kwargs)
+        flat, in_tree = tree_util.tree_flatten((dyn_args, dyn_kwargs))
         in_avals = [get_aval(x) for x in flat]
-        flat_fun, out_store = flatten_fun(self.fun, in_tree)
+        flat_fun, out_store = flatten_fun(fun, in_tree)
         t0 = time.perf_counter()
         closed = trace_to_jaxpr(flat_fun, in_avals)
         name = f"jit_{getattr(self.fun, '__name__', 'fn')}".replace("<", "").replace(">", "")
         module = lower_jaxpr(closed, name=name)
         lowered = Lowered(closed, module, in_tree, out_store[0], in_avals, self.backend)
-        lowered.donated = _donated_leaves(args, self.donate_argnums)
+        lowered.donated = _donated_leaves(dyn_args, self._dynamic_donations(args))
         lowered.trace_ms = (time.perf_counter() - t0) * 1e3
         return lowered
 
     def __call__(self, *args, **kwargs):
-        flat, in_tree = tree_util.tree_flatten((args, kwargs))
+        fun, dyn_args, dyn_kwargs, static_key = self._split_static(args, kwargs)
+        flat, in_tree = tree_util.tree_flatten((dyn_args, dyn_kwargs))
         if any(isinstance(x, Tracer) for x in flat):
-            return self.fun(*args, **kwargs)  # jit inside a traced function: inline it
-        key = (in_tree, tuple(get_aval(x) for x in flat))
+            return fun(*dyn_args, **dyn_kwargs)  # jit inside a traced function: inline it
+        key = (in_tree, tuple(get_aval(x) for x in flat), static_key)
         compiled = self._cache.get(key)
         if compiled is None:
             compiled = self._cache[key] = self.lower(*args, **kwargs).compile()
@@ -282,7 +324,7 @@ def _donated_leaves(args, donate_argnums) -> tuple:
     return tuple(donated)
 
 
-def jit(fun=None, *, backend: str = "llvm", donate_argnums=()):
+def jit(fun=None, *, backend: str = "llvm", donate_argnums=(), static_argnums=(), static_argnames=()):
     """Compile ``fun`` with minixla (``jax.jit``'s counterpart).
 
     Args:
@@ -295,11 +337,16 @@ def jit(fun=None, *, backend: str = "llvm", donate_argnums=()):
         them, and an output may be returned in the donated array's memory. Do not use a donated
         argument after the call (the llvm backend writes into numpy arrays you donate; the
         jax backend ignores donation).
+      static_argnums, static_argnames: positional indices / keyword names of arguments that
+        are compile-time Python values (e.g. a shape, a flag), as in ``jax.jit``: they must be
+        hashable, are passed to ``fun`` unchanged, and each new value compiles again. A
+        ``Compiled`` from ``.lower(...).compile()`` is then called with the other arguments only.
     Returns:
       A ``Jitted`` callable returning numpy arrays; ``.lower(*args)`` gives the staged API.
     Raises:
       ShapeError, DTypeError, TracerBoolConversionError (while tracing), UnsupportedError.
     """
     if fun is None:
-        return functools.partial(jit, backend=backend, donate_argnums=donate_argnums)
-    return Jitted(fun, backend, donate_argnums)
+        return functools.partial(jit, backend=backend, donate_argnums=donate_argnums,
+                                 static_argnums=static_argnums, static_argnames=static_argnames)
+    return Jitted(fun, backend, donate_argnums, static_argnums, static_argnames)

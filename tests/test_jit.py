@@ -1,0 +1,71 @@
+"""minixla.jit: caching, staged API, static arguments."""
+import numpy as np
+import pytest
+
+import minixla
+import minixla.numpy as mnp
+
+f32 = np.float32
+
+
+def test_cache_keys_on_shape_dtype_and_weak_type():
+    traces = []
+
+    def f(x, y):
+        traces.append(1)
+        return x * y
+    jf = minixla.jit(f)
+    jf(np.ones(3, f32), 2.0)
+    jf(np.ones(3, f32), 3.0)          # same avals: cached
+    assert len(traces) == 1
+    jf(np.ones(4, f32), 2.0)          # new shape
+    jf(np.ones(3, f32), f32(2.0))     # strong f32 scalar instead of weak Python float
+    assert len(traces) == 3
+
+
+def test_staged_api_text_before_and_after_passes():
+    lowered = minixla.jit(lambda a: mnp.exp(a) * 2.0 + 1.0).lower(np.ones((4, 4), f32))
+    assert "exponential" in lowered.as_text() and "fusion" not in lowered.as_text()
+    compiled = lowered.compile()
+    assert "kind=kLoop" in compiled.as_text()
+    np.testing.assert_allclose(compiled(np.zeros((4, 4), f32)), np.full((4, 4), 3, f32))
+    with pytest.raises(TypeError, match="compiled for f32\\[4,4\\]"):
+        compiled(np.zeros((4, 5), f32))
+
+
+@pytest.mark.parametrize("backend", ["llvm", "jax"])
+def test_static_argnums_and_argnames(backend):
+    traces = []
+
+    def f(x, n, *, axis):
+        traces.append((n, axis))
+        return mnp.sum(x * n, axis=axis)
+    jf = minixla.jit(f, backend=backend, static_argnums=1, static_argnames="axis")
+    x = np.arange(6, dtype=f32).reshape(2, 3)
+    np.testing.assert_allclose(jf(x, 2, axis=0), (x * 2).sum(0))
+    np.testing.assert_allclose(jf(x, 2, axis=0), (x * 2).sum(0))
+    np.testing.assert_allclose(jf(x, 3, axis=1), (x * 3).sum(1))
+    assert traces == [(2, 0), (3, 1)]
+    compiled = jf.lower(x, 5, axis=1).compile()
+    np.testing.assert_allclose(compiled(x), (x * 5).sum(1))
+
+
+def test_static_arg_controls_python_control_flow():
+    f = minixla.jit(lambda x, relu: mnp.maximum(x, 0.0) if relu else x, static_argnums=1)
+    x = np.array([-1.0, 2.0], f32)
+    np.testing.assert_array_equal(f(x, True), [0.0, 2.0])
+    np.testing.assert_array_equal(f(x, False), x)
+
+
+def test_non_hashable_static_arg_is_an_error():
+    f = minixla.jit(lambda x, shape: mnp.reshape(x, shape), static_argnums=1)
+    with pytest.raises(ValueError, match="Non-hashable"):
+        f(np.ones(4, f32), [2, 2])
+    np.testing.assert_array_equal(f(np.ones(4, f32), (2, 2)), np.ones((2, 2), f32))
+
+
+def test_static_and_donated_together():
+    f = minixla.jit(lambda n, x: x * n, static_argnums=0, donate_argnums=1)
+    np.testing.assert_array_equal(f(3, np.ones(4, f32)), np.full(4, 3, f32))
+    with pytest.raises(ValueError, match="both static and donated"):
+        minixla.jit(lambda n, x: x * n, static_argnums=0, donate_argnums=0)(3, np.ones(4, f32))
