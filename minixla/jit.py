@@ -207,6 +207,11 @@ class Compiled:
             raise TypeError(f"compiled function expects {len(self.in_avals)} array arguments, got {len(flat)}")
         arrays = []
         for i, (x, aval) in enumerate(zip(flat, self.in_avals)):
+            # Fast path for the common case, a C-contiguous numpy array of the compiled type.
+            if (type(x) is np.ndarray and x.dtype == aval.dtype and x.shape == aval.shape
+                    and x.flags.c_contiguous):
+                arrays.append(x)
+                continue
             got = get_aval(x)
             if got.shape != aval.shape or got.dtype != aval.dtype:
                 raise TypeError(f"argument {i}: compiled for {aval.str_short()}, called with {got.str_short()}")
@@ -302,11 +307,20 @@ class Jitted:
         flat, in_tree = tree_util.tree_flatten((dyn_args, dyn_kwargs))
         if any(isinstance(x, Tracer) for x in flat):
             return fun(*dyn_args, **dyn_kwargs)  # jit inside a traced function: inline it
-        key = (in_tree, tuple(get_aval(x) for x in flat), static_key)
+        key = (in_tree, tuple(_signature(x) for x in flat), static_key)
         compiled = self._cache.get(key)
         if compiled is None:
             compiled = self._cache[key] = self.lower(*args, **kwargs).compile()
         return tree_util.tree_unflatten(compiled.lowered.out_tree, compiled.call_flat(flat))
+
+
+def _signature(x):
+    """The cache-key part of one argument: its aval, or just (shape, dtype) for a numpy array
+    (a cheap, equivalent key: numpy arrays are never weakly typed; a float64 array that JAX
+    would narrow to float32 merely gets its own cache entry)."""
+    if type(x) is np.ndarray:
+        return (x.shape, x.dtype)
+    return get_aval(x)
 
 
 def _donated_leaves(args, donate_argnums) -> tuple:

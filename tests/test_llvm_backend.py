@@ -543,3 +543,21 @@ def test_scalar_and_noncontiguous_arguments():
     x = randn(6, 8)
     exe = compile_hlo(lower(lambda x: x * 2.0, x.T))
     np.testing.assert_array_equal(exe(x.T)[0], x.T * 2.0)  # a transposed view is copied first
+
+
+def test_concurrent_calls_from_threads_do_not_share_temporaries():
+    """Regression: one arena shared by all calls gave wrong results under threads."""
+    from concurrent.futures import ThreadPoolExecutor
+    import minixla
+    import minixla.numpy as mnp
+
+    f = minixla.jit(lambda x, w: (lambda h: h / mnp.sum(h, axis=1, keepdims=True))(mnp.exp(x @ w)))
+    rng = np.random.default_rng(0)
+    xs = [rng.standard_normal((128, 128)).astype(np.float32) * 0.1 for _ in range(8)]
+    w = rng.standard_normal((128, 128)).astype(np.float32) * 0.1
+    want = [f(x, w) for x in xs]
+    with ThreadPoolExecutor(8) as ex:
+        for _ in range(5):
+            got = list(ex.map(lambda x: f(x, w), xs))
+            for g, e in zip(got, want):
+                np.testing.assert_array_equal(g, e)

@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import ctypes
 import re
+import statistics
+import threading
 import time
 
 import numpy as np
@@ -40,8 +42,9 @@ _NO_KERNEL = {"parameter", "constant", "tuple", "reshape", "bitcast"}
 _ALIASES = {"reshape", "bitcast"}
 _ARENA_ALIGN = 64
 #: a kernel estimated to run at least this long (ns, one core) is split over the threads;
-#: below it, handing work to a Python worker thread (~10-30 us) would not pay off.
-PARALLEL_MIN_NS = 40_000
+#: below it, waking a Python worker thread (~10 us on an idle core, far more on a busy one)
+#: would not pay off.
+PARALLEL_MIN_NS = 100_000
 
 
 def _source(instr):
@@ -143,8 +146,10 @@ class _Plan:
 class LlvmExecutable:
     """A compiled HloModule. ``exe(*arrays)`` -> list of numpy outputs (one per root value).
 
-    Not thread-safe: the temporaries live in one arena (and the pointers in one table)
-    shared by all calls.
+    Thread-safe: a call's mutable state -- the arena of temporaries and the pointer table --
+    is an *execution context*. Contexts are kept in a free list: a call takes one (or makes
+    a new one when several threads call at once) and gives it back, so sequential calls
+    always reuse the same preallocated memory and concurrent calls never share it.
     """
 
     def __init__(self, module, assignment, kernels, jit: JitModule, plan: _Plan, steps, pool):
@@ -176,14 +181,18 @@ class LlvmExecutable:
         self._table = np.zeros(max(1, len(plan.slots)), np.uint64)
         self._table_addr = self._table.ctypes.data
         self._keepalive = []  # fused array constants: their addresses are in the table
-        self._param_slots, self._out_slots = [], []
+        self._param_slots, self._out_slots, self._temp_slots = [], [], []
         for key, slot in plan.slots.items():
             if key[0] == "param":
                 self._param_slots.append((slot, key[1]))
             elif key[0] == "output":
                 self._out_slots.append((slot, key[1]))
             else:
+                if key[0] == "temp":
+                    self._temp_slots.append((slot, key[1]))
                 self._table[slot] = self._fixed_address(key, plan)
+        self._free_contexts = [(self._table, self._arena)]
+        self._context_lock = threading.Lock()
         seq_type = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
         par_type = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
         self._steps = []
@@ -247,9 +256,27 @@ class LlvmExecutable:
             params.append(a)
         return params
 
+    def _new_context(self):
+        """A private pointer table and arena for a call that overlaps another one."""
+        arena = self._aligned_arena(int(self.assignment.arena_size))
+        table = self._table.copy()
+        for slot, offset in self._temp_slots:
+            table[slot] = arena.ctypes.data + offset
+        return table, arena
+
     def __call__(self, *arrays):
         params = self._check_params(arrays)
-        table = self._table
+        with self._context_lock:
+            context = self._free_contexts.pop() if self._free_contexts else None
+        if context is None:
+            context = self._new_context()
+        try:
+            return self._run(params, *context)
+        finally:
+            with self._context_lock:
+                self._free_contexts.append(context)
+
+    def _run(self, params, table, arena):
         for slot, k in self._param_slots:
             table[slot] = params[k].ctypes.data
         outs = {}
@@ -257,7 +284,7 @@ class LlvmExecutable:
             outs[j] = np.empty(dims, dtype)
         for slot, j in self._out_slots:
             table[slot] = outs[j].ctypes.data
-        addr = self._table_addr
+        addr = table.ctypes.data
         for fn, units in self._steps:
             if units:
                 self._pool.parallel_for(fn, addr, units)
@@ -270,33 +297,33 @@ class LlvmExecutable:
             elif how == "donated":
                 results.append(params[where].reshape(r.shape.dims))
             else:
-                results.append(self._copy_from(where, r, params, outs))
+                results.append(self._copy_from(where, r, params, outs, arena))
         return results
 
     def profile(self, *arrays, repeat: int = 5) -> list[dict]:
         """Run the program kernel by kernel (each split over the pool as in a call) and time
         each: ``[{"name", "kind", "strategy", "units", "parallel", "ms"}]``, the median of
         ``repeat`` runs (XLA's HLO profile, per kernel)."""
-        import statistics
         times = {k.name: [] for k, _ in self._thunks}
+        table, _arena = self._new_context()  # private: safe next to concurrent calls
         for _ in range(repeat + 1):
             params = self._check_params(arrays)
             for slot, k in self._param_slots:
-                self._table[slot] = params[k].ctypes.data
+                table[slot] = params[k].ctypes.data
             outs = {j: np.empty(dims, dtype) for j, (dims, dtype) in self._out_specs.items()}
             for slot, j in self._out_slots:
-                self._table[slot] = outs[j].ctypes.data
+                table[slot] = outs[j].ctypes.data
             for k, fn in self._thunks:
                 t0 = time.perf_counter()
                 if k.name in self._parallel:
-                    self._pool.parallel_for(fn, self._table_addr, k.units)
+                    self._pool.parallel_for(fn, table.ctypes.data, k.units)
                 else:
-                    fn(self._table_addr, 0, k.units)
+                    fn(table.ctypes.data, 0, k.units)
                 times[k.name].append(time.perf_counter() - t0)
         info = {d["name"]: d for d in self.kernels()}
         return [dict(info[name], ms=statistics.median(t[1:]) * 1e3) for name, t in times.items()]
 
-    def _copy_from(self, key, r, params, outs):
+    def _copy_from(self, key, r, params, outs, arena=None):
         kind = key[0]
         dims, dtype = r.shape.dims, r.shape.dtype
         if kind == "param":
@@ -306,7 +333,8 @@ class LlvmExecutable:
         if kind == "literal":
             return self._literal(key[1]).reshape(dims).copy()
         off = key[1]
-        return self._arena[off:off + r.shape.nbytes].view(dtype).reshape(dims).copy()
+        arena = self._arena if arena is None else arena
+        return arena[off:off + r.shape.nbytes].view(dtype).reshape(dims).copy()
 
     # -- introspection ---------------------------------------------------------------------
     def kernels(self) -> list[dict]:
