@@ -19,13 +19,20 @@ import time
 
 import numpy as np
 
+from minixla.backends.llvm.gemm import VECTOR_BYTES
 from minixla.backends.llvm.runtime import thread_pool
 from minixla.backends.llvm.target import JitModule
 
-ACCUMULATORS = 12
-LANES = 16
+#: float lanes of the host's vector registers, and independent FMA chains (enough to cover
+#: the FMA latency on every pipe, few enough to stay in registers)
+LANES = VECTOR_BYTES // 4
+ACCUMULATORS = 10 if VECTOR_BYTES == 32 else 12
 _FMA_STEPS = 4096      # iterations of the FMA loop per unit
 _COPY_CHUNK = 1 << 16  # floats per unit of the copy
+
+
+def _splat(value: float) -> str:
+    return "<" + ", ".join([f"float {value}"] * LANES) + ">"
 
 
 def _fma_ir() -> str:
@@ -45,8 +52,8 @@ define void @fma_peak(ptr noalias %out, i64 %lo, i64 %hi) nounwind {{
 entry:
   %units = sub i64 %hi, %lo
   %steps = mul i64 %units, {_FMA_STEPS}
-  %x = insertelement {vec} <float 0.5, float 0.5, float 0.5, float 0.5, float 0.5, float 0.5, float 0.5, float 0.5, float 0.5, float 0.5, float 0.5, float 0.5, float 0.5, float 0.5, float 0.5, float 0.5>, float 0.75, i32 0
-  %y = insertelement {vec} <float 0.25, float 0.25, float 0.25, float 0.25, float 0.25, float 0.25, float 0.25, float 0.25, float 0.25, float 0.25, float 0.25, float 0.25, float 0.25, float 0.25, float 0.25, float 0.25>, float 0.125, i32 0
+  %x = insertelement {vec} {_splat(0.5)}, float 0.75, i32 0
+  %y = insertelement {vec} {_splat(0.25)}, float 0.125, i32 0
   br label %loop
 loop:
   %i = phi i64 [ 0, %entry ], [ %i.next, %loop ]
@@ -58,7 +65,8 @@ loop:
 exit:
 {chr(10).join(sums)}
   %r = extractelement {vec} {total[-1]}, i32 0
-  %slot = getelementptr float, ptr %out, i64 %lo
+  %where = and i64 %lo, 63
+  %slot = getelementptr float, ptr %out, i64 %where
   store float %r, ptr %slot
   ret void
 }}
@@ -111,7 +119,7 @@ def peak_fma_gflops(threads: int, repeat: int = 5, seconds: float = 0.05) -> flo
     """FLOP/s (in GFLOP/s) of independent vector FMAs on ``threads`` threads."""
     jit = JitModule(_fma_ir(), ["fma_peak"])
     fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)(jit.addresses["fma_peak"])
-    out = np.zeros(64, np.float32)
+    out = np.zeros(64, np.float32)  # the kernel stores its result at out[lo % 64]
     pool = thread_pool()
     flops_per_unit = 2 * LANES * ACCUMULATORS * _FMA_STEPS
     # Calibrate: one unit on one thread.

@@ -132,18 +132,20 @@ def run_workload(workload, limits, scale=1.0, repeat=15, min_sample_ms=20.0, com
 
 
 def run_suite(workloads, *, scale=1.0, repeat=15, min_sample_ms=20.0, compile_repeat=3, quick_limits=False,
-              frameworks=FRAMEWORKS, log=print) -> dict:
-    """Measure the limits, then every workload. Returns ``{"machine", "limits", "results"}``."""
+              frameworks=FRAMEWORKS, limits=None, log=print) -> dict:
+    """Measure the limits (unless given), then every workload.
+    Returns ``{"machine", "limits", "results", "settings"}``."""
     import jax
     import llvmlite
 
     from minixla.backends.llvm.runtime import thread_pool
 
     threads = thread_pool().size
-    log(f"measuring machine limits on {threads} thread(s) ...")
-    limits = limits_mod.measure(threads, quick=quick_limits)
-    log(f"  peak FMA {limits['fma_gflops']:.0f} GFLOP/s ({limits['fma_gflops_1thread']:.0f} on 1 thread), "
-        f"DRAM copy {limits['copy_gbs']:.1f} GB/s ({limits['copy_gbs_1thread']:.1f} on 1 thread)")
+    if limits is None:
+        log(f"measuring machine limits on {threads} thread(s) ...")
+        limits = limits_mod.measure(threads, quick=quick_limits)
+        log(f"  peak FMA {limits['fma_gflops']:.0f} GFLOP/s ({limits['fma_gflops_1thread']:.0f} on 1 thread), "
+            f"DRAM copy {limits['copy_gbs']:.1f} GB/s ({limits['copy_gbs_1thread']:.1f} on 1 thread)")
     results = []
     for w in workloads:
         log(f"running {w.name} ...")
@@ -198,6 +200,20 @@ def format_table(suite: dict) -> str:
         comp = (f"{r['compile_ms']['minixla']:.0f} / {r['compile_ms']['jax']:.0f}" if "compile_ms" in r else "-")
         lines.append(f"| {r['name']} | {ms('numpy')} | {ms('minixla')} | {ms('jax')} | {ratio} | {rate('minixla')} "
                      f"| {rate('jax')} | {frac('minixla')} | {frac('jax')} | {comp} |")
+    return "\n".join(lines)
+
+
+def format_sweep(results) -> str:
+    """The attention sweep as a batch x sequence grid of minixla / jax time ratios."""
+    ratio = {}
+    for r in results:
+        b, s = (int(v[1:]) for v in r["name"].split("_")[1:])
+        ratio[b, s] = r.get("ratio_to_jax", {}).get("minixla")
+    lines = ["| batch \\ seq | " + " | ".join(str(s) for s in W.SWEEP_SEQ) + " |",
+             "|---|" + "---:|" * len(W.SWEEP_SEQ)]
+    for b in W.SWEEP_BATCH:
+        cells = [f"{ratio[b, s]:.2f}" if ratio.get((b, s)) is not None else "-" for s in W.SWEEP_SEQ]
+        lines.append(f"| {b} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -267,17 +283,26 @@ def main(argv=None) -> dict:
         if unknown:
             p.error(f"unknown workload(s) {sorted(unknown)}; choose from {[w.name for w in workloads]}")
         workloads = [w for w in workloads if w.name in a.only]
-    if a.sweep or a.sweep_only:
-        workloads += W.sweep_workloads()
     suite = run_suite(workloads, scale=a.scale, repeat=a.repeat, min_sample_ms=a.min_sample_ms,
                       compile_repeat=a.compile_repeat, quick_limits=a.quick_limits, frameworks=a.frameworks)
-    print()
-    print(format_table(suite))
+    if workloads:
+        print()
+        print(format_table(suite))
+    if a.sweep or a.sweep_only:
+        # numpy is left out: eager batched attention at sequence 1024 takes seconds per call.
+        fws = [f for f in a.frameworks if f != "numpy"]
+        sweep = run_suite(W.sweep_workloads(), repeat=max(3, a.repeat // 3), min_sample_ms=a.min_sample_ms,
+                          compile_repeat=0, frameworks=fws, limits=suite["limits"])
+        suite["sweep"] = sweep["results"]
+        print("\nAttention sweep (4 heads, d 64), minixla / jax.jit:\n")
+        print(format_sweep(sweep["results"]))
+        print()
+        print(format_table(sweep).split("\n", 2)[2])
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "benchmarks.json").write_text(json.dumps(suite, indent=1, default=_json_default))
     print(f"\nwrote {out / 'benchmarks.json'}")
-    if not a.no_plot:
+    if not a.no_plot and suite["results"]:
         path = plot(suite, out / "benchmarks.png")
         if path:
             print(f"wrote {path}")

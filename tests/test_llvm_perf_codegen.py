@@ -20,8 +20,6 @@ from minixla import lax
 from minixla.backends.llvm import compile_module
 from minixla.backends.llvm import gemm as G
 from minixla.backends.llvm.runtime import ThreadPool, default_num_threads
-from minixla.hlo import lower_jaxpr
-from minixla.passes.buffer_assignment import assign_buffers
 
 rng = np.random.default_rng(6)
 
@@ -312,3 +310,22 @@ def test_kernel_pointers_are_noalias():
         header = body.splitlines()[0]
         ptrs = re.findall(r"ptr( noalias)? %", header)
         assert ptrs and all(p == " noalias" for p in ptrs), header
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs fork")
+@pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning")
+def test_parallel_kernels_work_after_fork(monkeypatch):
+    import os
+    import signal
+    from minixla.backends.llvm import executable
+    monkeypatch.setattr(executable, "PARALLEL_MIN_NS", 0)
+    x = randn(256, 64)
+    exe = compiled(lambda x: mnp.exp(x) * 2.0, x, num_threads=2)
+    expect = exe(x)[0]
+    pid = os.fork()
+    if pid == 0:  # the workers did not survive the fork: the pool must start new ones
+        signal.alarm(30)
+        ok = np.array_equal(exe(x)[0], expect)
+        os._exit(0 if ok else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0  # (SIGALRM: the child hung)

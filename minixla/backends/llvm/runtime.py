@@ -1,8 +1,8 @@
 """The thread pool kernels are split over (XLA:CPU's intra-op Eigen thread pool).
 
 A kernel computes a range ``[lo, hi)`` of its parallel units (see ``kernels.py``); a parallel
-call cuts ``[0, units)`` into one contiguous range per thread, runs the first on the calling
-thread and the others on worker threads, and returns when all are done. This works from
+call cuts ``[0, units)`` into a few contiguous chunks per thread, which the calling thread and
+the worker threads claim one at a time, and returns when all are done. This works from
 Python because ``ctypes`` releases the GIL for the duration of a foreign call: while the
 kernels run, the threads really run in parallel (measured: ~1.9x on 2 cores).
 
@@ -11,9 +11,14 @@ The workers start on first use and are daemon threads.
 """
 from __future__ import annotations
 
+import itertools
 import os
 import queue
 import threading
+import weakref
+
+#: chunks per thread of a parallel call (more: better balance under load, more calls)
+CHUNKS_PER_THREAD = 4
 
 
 def default_num_threads() -> int:
@@ -47,6 +52,7 @@ class ThreadPool:
         self.size = size
         self._queues: list[queue.SimpleQueue] = []
         self._lock = threading.Lock()
+        _all_pools.add(self)
 
     def _start(self):
         with self._lock:
@@ -57,25 +63,22 @@ class ThreadPool:
                 self._queues.append(q)
 
     def parallel_for(self, fn, table: int, units: int) -> None:
+        """``[0, units)`` is cut into up to ``CHUNKS_PER_THREAD * size`` contiguous chunks that
+        the threads claim one by one (dynamic scheduling: a thread that shares its core with
+        another process simply claims fewer chunks). The caller returns as soon as every chunk
+        is done: a worker that wakes up late finds nothing left to claim."""
         n = min(self.size, units)
         if n <= 1:
             fn(table, 0, units)
             return
         if len(self._queues) < n - 1:
             self._start()
-        bounds = [units * i // n for i in range(n + 1)]
-        done = queue.SimpleQueue()
-        for i in range(1, n):
-            self._queues[i - 1].put((fn, table, bounds[i], bounds[i + 1], done))
-        try:
-            fn(table, bounds[0], bounds[1])
-        finally:
-            for _ in range(n - 1):
-                error = done.get()
-                if error is not None:
-                    raise error
-
-
+        chunks = min(units, CHUNKS_PER_THREAD * n)
+        call = _Call(fn, table, [units * i // chunks for i in range(chunks + 1)])
+        for i in range(n - 1):
+            self._queues[i].put(call)
+        call.run()
+        call.wait()
     def shutdown(self):
         """Stop the workers (they finish what they were given first)."""
         with self._lock:
@@ -83,23 +86,67 @@ class ThreadPool:
                 q.put(None)
             self._queues = []
 
+    def __del__(self):  # the workers hold only their queues: stop them with the pool
+        for q in getattr(self, "_queues", ()):
+            q.put(None)
+
+
+class _Call:
+    """One parallel call: chunk bounds, the claim counter and the completion count."""
+
+    def __init__(self, fn, table, bounds):
+        self.fn, self.table, self.bounds = fn, table, bounds
+        self.claim = itertools.count().__next__  # atomic under the GIL
+        self.chunks = len(bounds) - 1
+        self.finished = 0
+        self.error = None
+        self._lock = threading.Lock()
+        self._done = threading.Event()
+
+    def run(self):
+        while True:
+            i = self.claim()
+            if i >= self.chunks:
+                return
+            try:
+                self.fn(self.table, self.bounds[i], self.bounds[i + 1])
+            except BaseException as e:  # pragma: no cover - a ctypes call does not raise
+                self.error = e
+            with self._lock:
+                self.finished += 1
+                if self.finished == self.chunks:
+                    self._done.set()
+
+    def wait(self):
+        self._done.wait()
+        if self.error is not None:  # pragma: no cover
+            raise self.error
+
 
 def _worker(q: queue.SimpleQueue):
     while True:
-        task = q.get()
-        if task is None:
+        call = q.get()
+        if call is None:
             return
-        fn, table, lo, hi, done = task
-        try:
-            fn(table, lo, hi)
-        except BaseException as e:  # pragma: no cover - a ctypes call does not raise
-            done.put(e)
-        else:
-            done.put(None)
+        call.run()
 
 
 _pool: ThreadPool | None = None
 _pool_lock = threading.Lock()
+_all_pools: "weakref.WeakSet[ThreadPool]" = weakref.WeakSet()
+
+
+def _after_fork_in_child():
+    # The workers did not survive the fork: forget them (the next parallel call starts new ones).
+    global _pool_lock
+    _pool_lock = threading.Lock()
+    for pool in list(_all_pools):
+        pool._queues = []
+        pool._lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def thread_pool() -> ThreadPool:
