@@ -1,8 +1,10 @@
 """Compile an HloModule to machine code and run it (XLA:CPU's ``CpuExecutable``).
 
-``compile_module`` emits one kernel per entry instruction (in program order) into one LLVM
-module, plus the code that calls them, optimizes and JIT-compiles it once, and prepares
-everything a call needs, so that a cached call does little Python work:
+``compile_module`` emits one kernel per entry instruction (in program order), each into an
+LLVM module of its own named after a hash of its text, plus the code that calls them; the
+kernels not in the process-wide kernel cache (``kernel_cache.py``) are linked in with that
+code, which is optimized and JIT-compiled once. It then prepares everything a call needs, so
+that a cached call does little Python work:
 
 * a **buffer table**: one pointer-sized slot per distinct buffer (parameters, outputs,
   temporaries in the preallocated arena, constants). The arena and constant slots are filled
@@ -33,9 +35,10 @@ import numpy as np
 from llvmlite import ir
 
 from minixla.backends.llvm import ir_types as T
+from minixla.backends.llvm import kernel_cache
 from minixla.backends.llvm.kernels import DENORMAL_ATTRIBUTE, FLUSH_DENORMALS, emit_kernel
 from minixla.backends.llvm.runtime import thread_pool
-from minixla.backends.llvm.target import JitModule
+from minixla.backends.llvm.target import JitModule, optimized_assembly
 from minixla.core.errors import UnsupportedError
 
 _NO_KERNEL = {"parameter", "constant", "tuple", "reshape", "bitcast"}
@@ -140,7 +143,7 @@ class _Plan:
         for key in self.arg_keys[n]:
             slot = b.gep(table, [T.i64(self.slots[key])], inbounds=True, source_etype=T.PTR)
             args.append(b.load(slot, typ=T.PTR))
-        b.call(b.module.globals[k.name], args + [lo, hi])
+        b.call(b.module.globals[k.symbol], args + [lo, hi])
 
 
 class LlvmExecutable:
@@ -347,17 +350,22 @@ class LlvmExecutable:
     def num_threads(self) -> int:
         return self._pool.size
 
+    # (Kernels found in the kernel cache were compiled with another program: their IR and
+    # assembly are appended to this program's own.)
+    def _cached(self):
+        return getattr(self._jit, "cached_kernels", {}).values()
+
     @property
     def llvm_ir(self) -> str:
-        return self._jit.llvm_ir
+        return "\n".join([self._jit.llvm_ir] + [c.llvm_ir for c in self._cached()])
 
     @property
     def optimized_llvm_ir(self) -> str:
-        return self._jit.optimized_llvm_ir
+        return "\n".join([self._jit.optimized_llvm_ir] + [c.jit.function_ir(c.symbol) for c in self._cached()])
 
     @property
     def asm(self) -> str:
-        return self._jit.asm
+        return "\n".join([self._jit.asm] + [optimized_assembly(c.llvm_ir) for c in self._cached()])
 
     @property
     def compile_ms(self) -> float:
@@ -381,6 +389,12 @@ def _check_no_alias(kernel, keys):
                              "overlaps one of its inputs (kernels assume noalias)")
 
 
+def _with_denormal_attribute(text: str) -> str:
+    if FLUSH_DENORMALS:  # llvmlite cannot add string attributes: put it on each kernel's ``define`` line
+        text = re.sub(r"\) nounwind noinline\n\{", f") nounwind noinline {DENORMAL_ATTRIBUTE}\n{{", text)
+    return text
+
+
 def compile_module(module, assignment, num_threads: int | None = None) -> LlvmExecutable:
     """Compile ``module`` (an optimized HloModule) with buffer ``assignment`` for the host CPU.
 
@@ -394,21 +408,36 @@ def compile_module(module, assignment, num_threads: int | None = None) -> LlvmEx
         from minixla.backends.llvm.runtime import ThreadPool
         pool = ThreadPool(num_threads)
     llvm_module = ir.Module(name=module.name)
-    kernels = []
+    kernels, new_kernels, used = [], {}, {}
     for instr in module.entry.instructions:
         if instr.opcode in _NO_KERNEL:
             continue
         if instr.opcode == "get-tuple-element":
             raise UnsupportedError("the LLVM backend does not support 'get-tuple-element'")
-        kernels.append(emit_kernel(llvm_module, instr, _kernel_name(len(kernels), instr),
-                                   in_place=getattr(assignment, "in_place", {}).get(instr, ()),
-                                   threads=pool.size))
+        # Each kernel is a module of its own, named after a hash of its text (kernel_cache.py).
+        kmod = ir.Module(name=kernel_cache.PLACEHOLDER)
+        kernel = emit_kernel(kmod, instr, kernel_cache.PLACEHOLDER,
+                             in_place=getattr(assignment, "in_place", {}).get(instr, ()), threads=pool.size)
+        kernel.name = _kernel_name(len(kernels), instr)
+        kernel.symbol, text = kernel_cache.symbol_for(_with_denormal_attribute(str(kmod)))
+        if kernel.symbol not in used and kernel.symbol not in new_kernels:
+            cached = kernel_cache.lookup(kernel.symbol)
+            if cached is None:
+                new_kernels[kernel.symbol] = text
+            else:
+                used[kernel.symbol] = cached
+        fn = kmod.globals[kernel_cache.PLACEHOLDER]
+        if kernel.symbol not in llvm_module.globals:  # declared; defined by a linked module or the cache
+            ir.Function(llvm_module, fn.function_type, name=kernel.symbol)
+        kernels.append(kernel)
     plan = _Plan(kernels, assignment, pool.size)
     steps, thunks = plan.emit(llvm_module)
-    text = str(llvm_module)
-    if FLUSH_DENORMALS:  # llvmlite cannot add string attributes: put it on each kernel's ``define`` line
-        text = re.sub(r"\) nounwind noinline\n\{", f") nounwind noinline {DENORMAL_ATTRIBUTE}\n{{", text)
-    jit = JitModule(text, sorted({name for _, name, _ in steps} | set(thunks)))
+    names = sorted({name for _, name, _ in steps} | set(thunks))
+    texts = [str(llvm_module), *new_kernels.values()]
+    jit = kernel_cache.program(texts[0], names, lambda: JitModule(texts[0], names + list(new_kernels), texts[1:]))
+    jit.cached_kernels = getattr(jit, "cached_kernels", None) or dict(used)  # keeps their code alive
+    for symbol, text in new_kernels.items():
+        kernel_cache.insert(symbol, text, jit)
     exe = LlvmExecutable(module, assignment, kernels, jit, plan, steps, pool)
     par_type = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
     exe._thunks = [(k, par_type(jit.addresses[name])) for k, name in zip(plan.kernels, thunks)]

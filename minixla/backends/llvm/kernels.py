@@ -69,6 +69,7 @@ class Kernel:
     cost_ns: float = 0.0               # rough single-core time of all units
     strategy: str = ""                 # loop / reduce / gemm / dot-rows / conv-rows / ...
     in_place: list = field(default_factory=list)   # inputs whose buffer is ``out`` (read through it)
+    symbol: str = ""                   # the function's name in the JIT (see ``kernel_cache.py``)
 
 
 #: ops that read their operand at another index (so a flat linear loop is not enough).

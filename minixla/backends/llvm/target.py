@@ -78,28 +78,53 @@ def emit_assembly(llvm_ir: str) -> str:
     return host_target_machine().emit_assembly(parse(llvm_ir))
 
 
+def optimized_assembly(llvm_ir: str) -> str:
+    """The host assembly for a module given as IR text before optimization."""
+    mod = parse(llvm_ir)
+    optimize(mod)
+    return host_target_machine().emit_assembly(mod)
+
+
 class JitModule:
     """An optimized, compiled LLVM module whose functions can be called through ctypes.
 
+    ``link``: more IR texts (modules of their own) linked into the first one before
+    optimization -- the executable compiles a program's thunks with the kernels it has not
+    compiled before, each kernel being a module of its own (see ``kernel_cache.py``).
+
     Attributes:
-      llvm_ir: the IR text we generated (before optimization).
-      optimized_llvm_ir: the IR text after ``-O3``.
-      compile_ms: wall time of parse + optimize + machine-code generation.
+      llvm_ir: the IR text we generated (before optimization), linked modules appended.
+      optimized_llvm_ir: the IR text after ``-O3`` (printed on first access).
+      compile_ms: wall time of parse + link + optimize + machine-code generation.
       asm: the host assembly (computed on first access: printing it costs as much as codegen).
     """
 
-    def __init__(self, llvm_ir: str, function_names):
+    def __init__(self, llvm_ir: str, function_names, link=()):
         t0 = time.perf_counter()
-        self.llvm_ir = llvm_ir
+        self.llvm_ir = "\n".join([llvm_ir, *link])
         mod = parse(llvm_ir)
+        for text in link:
+            mod.link_in(parse(text))
         optimize(mod)
-        self.optimized_llvm_ir = str(mod)
-        # The engine owns the module (and its own target machine) from here on.
+        # The engine owns the module (and its own target machine) from here on; the module
+        # stays readable as long as the engine lives (we hold both).
+        self._module = mod
         self._engine = llvm.create_mcjit_compiler(mod, create_host_target_machine())
         self._engine.finalize_object()
         self.addresses = {name: self._engine.get_function_address(name) for name in function_names}
         self.compile_ms = (time.perf_counter() - t0) * 1e3
+        self._optimized = None
         self._asm = None
+
+    @property
+    def optimized_llvm_ir(self) -> str:
+        if self._optimized is None:
+            self._optimized = str(self._module)
+        return self._optimized
+
+    def function_ir(self, name: str) -> str:
+        """The optimized IR of one function of the module (its ``define``)."""
+        return str(self._module.get_function(name))
 
     @property
     def asm(self) -> str:
