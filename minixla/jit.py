@@ -31,6 +31,7 @@ from minixla.passes.constant_folding import ConstantFolding
 from minixla.passes.cse import CommonSubexpressionElimination
 from minixla.passes.dce import DeadCodeElimination
 from minixla.passes.fusion import FusionPass, count_kernels, NOT_KERNELS
+from minixla.passes.transpose_folding import TransposeFolding
 from minixla.passes.pipeline import FixedPoint, PassPipeline
 
 BACKENDS = ("llvm", "jax")
@@ -50,6 +51,7 @@ def optimization_pipeline(after_pass=None) -> PassPipeline:
     """The passes ``compile()`` runs, in order (XLA's ``RunHloPasses``)::
 
         simplify, to a fixed point (<= 25 rounds): cse, constant-folding, algebraic-simplifier, dce
+        transpose-folding, dce
         fusion
         dce
 
@@ -63,8 +65,8 @@ def optimization_pipeline(after_pass=None) -> PassPipeline:
         # The fixed point's own passes were already reported one by one.
         if after_pass is not None and not name.startswith("fixed-point"):
             after_pass(name, module)
-    return PassPipeline("optimize", [FixedPoint(simplify), FusionPass(), DeadCodeElimination()],
-                        after_top_level_pass)
+    return PassPipeline("optimize", [FixedPoint(simplify), TransposeFolding(), DeadCodeElimination(),
+                                     FusionPass(), DeadCodeElimination()], after_top_level_pass)
 
 
 def _gc_paused(fn):
