@@ -63,9 +63,16 @@ def _cast(x, dtype, weak=False):
 
 
 def _np_astype(arr, dtype):
-    """numpy ``astype`` for a Python-scalar constant, wrapping integers as JAX does (int8(1000) = -24)."""
-    if arr.dtype.kind in "iu" and np.dtype(dtype).kind in "iu":
+    """Convert a constant as XLA's ``convert`` would: integers wrap (int8(1000) = -24); float ->
+    int truncates, saturates and maps NaN to 0 (NumPy's cast would wrap or be undefined)."""
+    dtype = np.dtype(dtype)
+    if arr.dtype.kind in "iu" and dtype.kind in "iu":
         return arr.astype(np.int64).astype(dtype)
+    if (arr.dtype.kind == "f" or arr.dtype == np.dtype(bfloat16)) and dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        t = np.trunc(arr.astype(np.float64))
+        t = np.where(np.isnan(t), 0, np.clip(t, info.min, info.max))
+        return t.astype(dtype)
     return arr.astype(dtype)
 
 
@@ -123,7 +130,11 @@ def broadcast_to(x, shape):
     shape = (shape,) if isinstance(shape, int) else tuple(int(d) for d in shape)
     if aval.shape == shape:
         return x
-    if len(shape) < aval.ndim or broadcast_shapes(aval.shape, shape) != shape:
+    try:
+        ok = len(shape) >= aval.ndim and broadcast_shapes(aval.shape, shape) == shape
+    except errors.ShapeError:
+        ok = False
+    if not ok:
         raise errors.ShapeError(f"cannot broadcast array of shape {aval.shape} to shape {shape}{_where_line()}")
     nlead = len(shape) - aval.ndim
     return lax.broadcast_in_dim(x, shape, tuple(range(nlead, len(shape))))
@@ -173,9 +184,14 @@ def _binary(lax_fn, name, kinds="biuf"):
     return fn
 
 
-add = _binary(lax.add, "add")
+def _bool_as(bool_fn, fn):
+    # jax.numpy adds bools with `or` and multiplies them with `and` (lax.add/mul reject bool).
+    return lambda x, y: (bool_fn if get_aval(x).dtype == np.bool_ else fn)(x, y)
+
+
+add = _binary(_bool_as(lax.bitwise_or, lax.add), "add")
 subtract = _binary(lax.sub, "subtract", "iuf")
-multiply = _binary(lax.mul, "multiply")
+multiply = _binary(_bool_as(lax.bitwise_and, lax.mul), "multiply")
 maximum = _binary(lax.max, "maximum")
 minimum = _binary(lax.min, "minimum")
 equal = _binary(lax.eq, "equal")
@@ -187,13 +203,23 @@ greater_equal = _binary(lax.ge, "greater_equal")
 bitwise_and = _binary(lax.bitwise_and, "bitwise_and", "biu")
 bitwise_or = _binary(lax.bitwise_or, "bitwise_or", "biu")
 bitwise_xor = _binary(lax.bitwise_xor, "bitwise_xor", "biu")
-left_shift = _binary(lax.shift_left, "left_shift", "iu")
+def _int_args(name, x1, x2):
+    """Promote; bools become the default int (as jax.numpy's ``promote_args_numeric``)."""
+    x1, x2 = _promote_dtypes(_arr(x1), _arr(x2))
+    _check_kind(name, x1, "biu")
+    if get_aval(x1).dtype == np.bool_:
+        x1, x2 = _cast(x1, _default_int()), _cast(x2, _default_int())
+    return x1, x2
+
+
+def left_shift(x1, x2, /):
+    """``x1 << x2`` (``jnp.left_shift``); shifting by >= the bit width gives 0."""
+    return lax.shift_left(*_broadcast_args(*_int_args("left_shift", x1, x2)))
 
 
 def right_shift(x1, x2, /):
     """``x1 >> x2`` (``jnp.right_shift``): arithmetic for signed, logical for unsigned integers."""
-    x1, x2 = _promote_dtypes(_arr(x1), _arr(x2))
-    _check_kind("right_shift", x1, "iu")
+    x1, x2 = _int_args("right_shift", x1, x2)
     x1, x2 = _broadcast_args(x1, x2)
     if get_aval(x1).dtype.kind == "u":
         return lax.shift_right_logical(x1, x2)
@@ -251,8 +277,8 @@ def floor_divide(x1, x2, /):
     """``x1 // x2`` rounding toward -inf (``jnp.floor_divide``); integer x // 0 is -1 (XLA), no trap."""
     x1, x2 = _promote_dtypes(_arr(x1), _arr(x2))
     _check_kind("floor_divide", x1, "biuf")
-    if get_aval(x1).dtype == np.bool_:
-        x1, x2 = _cast(x1, np.int8), _cast(x2, np.int8)
+    if get_aval(x1).dtype == np.bool_:  # as jax.numpy: bools divide as the default int
+        x1, x2 = _cast(x1, _default_int()), _cast(x2, _default_int())
     x1, x2 = _full_shape(x1, x2)
     dt = get_aval(x1).dtype
     if dt.kind == "u":
@@ -269,7 +295,7 @@ def remainder(x1, x2, /):
     x1, x2 = _promote_dtypes(_arr(x1), _arr(x2))
     _check_kind("remainder", x1, "biuf")
     if get_aval(x1).dtype == np.bool_:
-        x1, x2 = _cast(x1, np.int8), _cast(x2, np.int8)
+        x1, x2 = _cast(x1, _default_int()), _cast(x2, _default_int())
     x1, x2 = _full_shape(x1, x2)
     if get_aval(x2).dtype.kind in "iu":  # as jax.numpy: x % 0 is computed as x % 1 = 0
         x2 = where(equal(x2, 0), _cast(1, get_aval(x2).dtype), x2)
@@ -290,7 +316,9 @@ def divmod(x1, x2, /):  # noqa: A001 (numpy's name)
 def fmod(x1, x2, /):
     """C's ``fmod``: remainder with the dividend's sign (``jnp.fmod``); integer x fmod 0 is x."""
     x1, x2 = _promote_dtypes(_arr(x1), _arr(x2))
-    _check_kind("fmod", x1, "iuf")
+    _check_kind("fmod", x1, "biuf")
+    if get_aval(x1).dtype == np.bool_:
+        x1, x2 = _cast(x1, _default_int()), _cast(x2, _default_int())
     x1, x2 = _full_shape(x1, x2)
     if get_aval(x1).dtype.kind in "iu":
         x2 = where(equal(x2, 0), _cast(1, get_aval(x2).dtype), x2)
@@ -324,7 +352,9 @@ def power(x1, x2, /):
     """``x1 ** x2`` (``jnp.power``): a static Python int exponent becomes ``integer_pow``
     (repeated multiplication, as in JAX); integer arrays use square-and-multiply; floats ``pow``."""
     x1 = _arr(x1)
-    if isinstance(x2, int) and not isinstance(x2, bool) and not isinstance(x1, (int, float)):
+    if isinstance(x2, np.integer):
+        x2 = int(x2)
+    if _is_int_index(x2) and not isinstance(x1, (int, float)):
         dt = get_aval(x1).dtype
         if dt == np.bool_:
             x1 = _cast(x1, _default_int())
@@ -332,10 +362,10 @@ def power(x1, x2, /):
             raise errors.DTypeError(f"power: integers to negative integer powers are not allowed{_where_line()}")
         return lax.integer_pow(x1, x2)
     x1, x2 = _promote_dtypes(x1, _arr(x2))
+    if get_aval(x1).dtype == np.bool_:
+        x1, x2 = _cast(x1, _default_int()), _cast(x2, _default_int())
     x1, x2 = _full_shape(x1, x2)
     dt = get_aval(x1).dtype
-    if dt == np.bool_:
-        raise errors.DTypeError(f"power does not accept bool inputs{_where_line()}")
     if dt.kind in "iu":
         return _pow_int_int(x1, x2)
     return lax.pow(x1, x2)
@@ -406,7 +436,7 @@ def _float_or_int_identity(lax_fn, name):
 
 floor = _float_or_int_identity(lax.floor, "floor")
 ceil = _float_or_int_identity(lax.ceil, "ceil")
-rint = _float_or_int_identity(lambda x: lax.round(x, lax.RoundingMethod.TO_NEAREST_EVEN), "rint")
+rint = _unary(lambda x: lax.round(x, lax.RoundingMethod.TO_NEAREST_EVEN), "rint", float_only=True)
 
 
 def trunc(x, /):
@@ -441,7 +471,7 @@ def square(x, /):
     """``x * x`` (``jnp.square``)."""
     x = _arr(x)
     if get_aval(x).dtype == np.bool_:
-        x = _cast(x, np.int32)
+        x = _cast(x, _default_int())
     return lax.integer_pow(x, 2)
 
 
@@ -592,13 +622,14 @@ def _shape_arg(shape):
 
 
 def zeros(shape, dtype=None):
-    """An array of zeros (``jnp.zeros``); the default dtype is the default float."""
-    return np.zeros(_shape_arg(shape), canonicalize_dtype(dtype or _default_float()))
+    """An array of zeros (``jnp.zeros``); the default dtype is the default float. Inside a trace
+    (and so for every creation function here) the result is staged, like JAX's."""
+    return lax.full(_shape_arg(shape), 0, canonicalize_dtype(dtype or _default_float()))
 
 
 def ones(shape, dtype=None):
     """An array of ones (``jnp.ones``)."""
-    return np.ones(_shape_arg(shape), canonicalize_dtype(dtype or _default_float()))
+    return lax.full(_shape_arg(shape), 1, canonicalize_dtype(dtype or _default_float()))
 
 
 empty = zeros
@@ -611,7 +642,7 @@ def full(shape, fill_value, dtype=None):
         v = fill_value if dtype is None else astype(fill_value, dtype)
         return broadcast_to(v, shape)
     dt = canonicalize_dtype(dtype) if dtype is not None else asarray(fill_value).dtype
-    return np.full(shape, _np_astype(np.asarray(fill_value), dt), dt)
+    return lax.full(shape, _np_astype(np.asarray(fill_value), dt), dt)
 
 
 def _like(x, dtype, shape):
@@ -634,12 +665,10 @@ def ones_like(a, dtype=None, shape=None):
 def full_like(a, fill_value, dtype=None, shape=None):
     """``fill_value`` with ``a``'s shape and dtype (``jnp.full_like``)."""
     shape, dtype = _like(a, dtype, shape)
-    value = np.full(shape, _np_astype(np.asarray(fill_value), canonicalize_dtype(dtype)),
-                    canonicalize_dtype(dtype))
-    if isinstance(a, Tracer) and shape:
-        # Staged as a broadcast of a scalar, not a constant array the size of `a`.
-        return lax.broadcast_in_dim(value.reshape(-1)[:1].reshape(()), shape, ())
-    return value
+    dtype = canonicalize_dtype(dtype)
+    if isinstance(fill_value, Tracer):
+        return lax.full(shape, fill_value, dtype)
+    return lax.full(shape, _np_astype(np.asarray(fill_value), dtype), dtype)
 
 
 def arange(start, stop=None, step=None, dtype=None):
@@ -647,20 +676,20 @@ def arange(start, stop=None, step=None, dtype=None):
     for v in (start, stop, step):
         if isinstance(v, Tracer):
             raise errors.ConcretizationTypeError(f"arange needs static (non-traced) bounds{_where_line()}")
-    return np.asarray(_jnp.arange(start, stop, step, dtype=dtype))
+    return lax.stage_constant(np.asarray(_jnp.arange(start, stop, step, dtype=dtype)))
 
 
 def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0):
     """``jnp.linspace`` with static arguments: a constant, computed by JAX so the values match."""
     out = _jnp.linspace(start, stop, num, endpoint=endpoint, retstep=retstep, dtype=dtype, axis=axis)
     if retstep:
-        return np.asarray(out[0]), np.asarray(out[1])
-    return np.asarray(out)
+        return lax.stage_constant(np.asarray(out[0])), np.asarray(out[1])
+    return lax.stage_constant(np.asarray(out))
 
 
 def eye(N, M=None, k=0, dtype=None):
     """Identity-like matrix (``jnp.eye``), a constant."""
-    return np.asarray(_jnp.eye(N, M, k, dtype=dtype))
+    return lax.stage_constant(np.asarray(_jnp.eye(N, M, k, dtype=dtype)))
 
 
 def identity(n, dtype=None):
@@ -668,7 +697,7 @@ def identity(n, dtype=None):
 
 
 def tri(N, M=None, k=0, dtype=None):
-    return np.asarray(_jnp.tri(N, M, k, dtype=dtype))
+    return lax.stage_constant(np.asarray(_jnp.tri(N, M, k, dtype=dtype)))
 
 
 # ---------------------------------------------------------------------------------------
@@ -1387,8 +1416,8 @@ def _normalize_index(idx, ndim):
 def _getitem(x, idx):
     """``x[idx]`` with NumPy semantics: ints (negative too), slices with any step, None, Ellipsis,
     integer arrays (static or traced; broadcast together, placed as NumPy places them) and
-    concrete bool masks. Out-of-range array indices are clamped (JAX's gather semantics);
-    out-of-range static ints raise IndexError."""
+    concrete bool masks. Out-of-range indices are clamped, as JAX does (NumPy would raise);
+    indexing a size-0 axis raises IndexError."""
     x = _arr(x)
     shape = get_aval(x).shape
     entries = _normalize_index(idx, len(shape))
@@ -1413,9 +1442,10 @@ def _getitem(x, idx):
                 revs.append(dim)
         elif e[0] == "int":
             i = e[1]
-            if not -d <= i < d:
-                raise IndexError(f"index {i} is out of bounds for axis {dim} with size {d}{_where_line()}")
-            i %= d
+            if d == 0:
+                raise IndexError(f"index {i} is out of bounds for axis {dim} with size 0{_where_line()}")
+            # As JAX (not NumPy): an out-of-range index is clamped, after counting negatives from the end.
+            i = builtins.min(builtins.max(i + d if i < 0 else i, 0), d - 1)
             starts.append(i), limits.append(i + 1), strides.append(1)
         else:  # advanced: keep the whole dim for the gather
             starts.append(0), limits.append(d), strides.append(1)
@@ -1460,9 +1490,8 @@ def _advanced_getitem(y, yshape, entries, adv_pos):
     except errors.ShapeError as err:
         raise IndexError(f"shape mismatch: indexing arrays could not be broadcast together: "
                          f"{err.args[0]}{_where_line()}") from None
-    for d in adv_dims:
-        if yshape[d] == 0 and math.prod(bshape) > 0:
-            raise IndexError(f"index is out of bounds for axis {d} with size 0{_where_line()}")
+    if math.prod(yshape[d] for d in adv_dims) == 0:  # an empty axis: fine only if nothing is read
+        return _empty_advanced_result(y, yshape, entries, adv_pos, bshape)
     # One flat index into the advanced dims (clamped per dim, negative indices counted from the end).
     strides = [math.prod(yshape[d] for d in adv_dims[j + 1:]) for j in range(len(adv_dims))]
     total = math.prod(yshape[d] for d in adv_dims)
@@ -1519,6 +1548,25 @@ def _advanced_getitem(y, yshape, entries, adv_pos):
             elif e[0] == "slice":
                 out_shape.append(yshape[edims[k]])
     return reshape(g, out_shape)
+
+
+def _empty_advanced_result(y, yshape, entries, adv_pos, bshape):
+    edims = _entry_dims(entries)
+    adjacent = adv_pos == list(range(adv_pos[0], adv_pos[0] + len(adv_pos)))
+    out_shape, seen = ([] if adjacent else list(bshape)), False
+    for k, e in enumerate(entries):
+        if e[0] == "none":
+            out_shape.append(1)
+        elif e[0] == "slice":
+            out_shape.append(yshape[edims[k]])
+        elif adjacent and not seen:
+            out_shape.extend(bshape)
+            seen = True
+    if math.prod(out_shape):
+        raise IndexError(f"index is out of bounds for an axis of size 0 (shape {yshape}){_where_line()}")
+    # (a slice of y itself, so the result is traced like y: an empty array reshapes to any empty shape)
+    empty = lax.slice(reshape(y, (-1,)), (0,), (0,))
+    return reshape(empty, out_shape)
 
 
 class _IndexUpdateHelper:
@@ -1605,10 +1653,15 @@ def _scatter_static(x, idx, values, scatter_fn):
     x = _arr(x)
     aval = get_aval(x)
     pos = _static_flat_positions(aval.shape, idx)
-    values = _arr(values)
-    vdt = get_aval(values).dtype
-    if vdt != aval.dtype:
-        values = _cast(values, aval.dtype) if not isinstance(values, Tracer) else astype(values, aval.dtype)
+    # As jax.numpy: the update is computed in the promoted dtype of x and the values, and the
+    # result converted back to x's dtype (uint8 x.at[i].min(-1.5) is 0, bool .min(-1.5) is True).
+    x_out_dtype = aval.dtype
+    x, values = _promote_dtypes(x, _arr(values))
+    x = asarray(x) if not isinstance(x, Tracer) else x
+    dt = get_aval(x).dtype
+    if dt == np.bool_ and scatter_fn in (lax.scatter_add, lax.scatter_mul):
+        raise errors.DTypeError(f"x.at[idx].{'add' if scatter_fn is lax.scatter_add else 'multiply'} "
+                                f"does not accept dtype bool (as in JAX){_where_line()}")
     try:
         values = broadcast_to(values, pos.shape)
     except errors.ShapeError:
@@ -1623,7 +1676,8 @@ def _scatter_static(x, idx, values, scatter_fn):
     upd = reshape(values, (n,))
     dn = lax.ScatterDimensionNumbers(update_window_dims=(), inserted_window_dims=(0,),
                                      scatter_dims_to_operand_dims=(0,))
-    return reshape(scatter_fn(flat, indices, upd, dn), aval.shape)
+    out = reshape(scatter_fn(flat, indices, upd, dn), aval.shape)
+    return out if dt == x_out_dtype else astype(out, x_out_dtype)
 
 
 # ---------------------------------------------------------------------------------------

@@ -87,7 +87,9 @@ def test_overlapping_live_ranges_get_disjoint_memory():
 
 def _scores_then_normalize(x, w1, w2, np=mnp):
     h = x @ w1                                            # a temp with two users: not output-fused
-    g = np.tanh(h) * np.sum(h, axis=1, keepdims=True)     # elementwise, h's last use: in place of h
+    # elementwise, h's last use: in place of h (a column sum: a row sum would make it all one
+    # row fusion, fusion rule 8)
+    g = np.tanh(h) * np.sum(h, axis=0, keepdims=True)
     return g @ w2
 
 

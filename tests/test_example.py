@@ -19,5 +19,7 @@ def test_digits_cnn_fast_json():
     assert figures["max_abs_diff_jax_backend"] <= 1e-4
     assert figures["conv_bias_relu_fused"] is True
     assert figures["kernels_fused"] < figures["kernels_unfused"]
+    # (equal when fusion leaves only temporaries that are live together, e.g. the two conv
+    # activations once softmax is one row fusion: nothing left to share)
     assert 0 < figures["arena_bytes"] < figures["naive_bytes"]
     assert figures["compile_ms"] > 0

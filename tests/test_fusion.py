@@ -86,7 +86,8 @@ def test_reduce_fuses_its_elementwise_operand_kinput():
 
 
 def test_reduce_is_not_fused_into_a_consumer_that_broadcasts_it():
-    m, p = fused(lambda a: a - mnp.max(a, axis=1, keepdims=True), np.ones((4, 5), f32))
+    # (without rule 8's row fusion, which tests/test_row_fusion.py covers)
+    m, p = fused(lambda a: a - mnp.max(a, axis=1, keepdims=True), np.ones((4, 5), f32), row_fusion_bytes=0)
     assert count_kernels(m) == 2
     assert any(not d.fused and "broadcasts it" in d.reason for d in p.log)
 
@@ -102,12 +103,18 @@ def test_reduce_takes_an_elementwise_epilogue():
 @pytest.mark.parametrize("shape", [(512, 1024), (3, 7)])
 def test_softmax_and_layernorm_are_at_most_three_kernels(shape):
     x, g, b = np.ones(shape, f32), np.ones(shape[1], f32), np.ones(shape[1], f32)
-    assert kinds(optimized(softmax, x)) == ["reduce", "kInput", "kLoop"]
-    assert kinds(optimized(layernorm, x, g, b)) == ["kInput", "kInput", "kLoop"]
+    # rule 8: one row fusion each (the row fits the cache budget) ...
+    assert kinds(optimized(softmax, x)) == ["kInput"]
+    assert kinds(optimized(layernorm, x, g, b)) == ["kInput"]
+    # ... and without it, rules 1-7's plan: three kernels each.
+    m, _ = fused(softmax, x, row_fusion_bytes=0)
+    assert kinds(m) == ["reduce", "kInput", "kLoop"]
+    m, _ = fused(layernorm, x, g, b, row_fusion_bytes=0)
+    assert kinds(m) == ["kInput", "kInput", "kLoop"]
 
 
 def test_softmax_recomputes_exp_instead_of_storing_it():
-    m, p = fused(softmax, np.ones((4, 8), f32))
+    m, p = fused(softmax, np.ones((4, 8), f32), row_fusion_bytes=0)
     # exp lives in the sum's kInput fusion and in the divide's kLoop fusion, never in memory.
     entry_ops = [i.opcode for i in m.entry.instructions]
     assert "exponential" not in entry_ops
@@ -216,7 +223,7 @@ def test_duplication_is_capped():
         for _ in range(6):
             x = mnp.sum(mnp.exp(x), axis=1, keepdims=True) * x
         return x
-    m, p = fused(chain, np.ones((8, 8), f32), max_duplicates=1)
+    m, p = fused(chain, np.ones((8, 8), f32), max_duplicates=1, row_fusion_bytes=0)
     assert any("rule 4c" in d.reason for d in p.log)
     # every original multiply exists at most twice: itself and one copy
     multiplies = [d.producer for d in p.log if d.fused and "rule 4" in d.reason and d.producer.startswith("multiply")]
@@ -239,7 +246,7 @@ def test_fusion_never_creates_a_cycle_and_logs_the_path():
     def f(a):
         e = mnp.exp(a)
         return e / mnp.sum(e, axis=1, keepdims=True)
-    m, p = fused(f, np.ones((4, 5), f32))
+    m, p = fused(f, np.ones((4, 5), f32), row_fusion_bytes=0)  # (rule 8 would fuse it all)
     assert nx.is_directed_acyclic_graph(m.entry.graph())
     order = {i: n for n, i in enumerate(m.entry.instructions)}
     assert all(order[o] < order[i] for i in m.entry.instructions for o in i.operands)
@@ -307,14 +314,14 @@ def test_fusion_log_is_on_the_compiled_object_and_in_dumps(tmp_path, monkeypatch
     fused_into = {d.fusion for d in log if d.fused}
     assert fused_into == {k["name"] for k in compiled.kernels() if k["kind"] in ("kLoop", "kInput")}
     text = format_fusion_log(log)
-    assert "exponential" in text and "rule 4" in text
+    assert "exponential" in text and "rule 8" in text
     dumped = [p for p in os.listdir(tmp_path) if p.endswith("fusion_log.txt")]
-    assert dumped and "rule 4" in (tmp_path / dumped[0]).read_text()
+    assert dumped and "rule 8" in (tmp_path / dumped[0]).read_text()
 
 
 def test_kernels_api_lists_kinds_and_opcodes():
     compiled = minixla.jit(softmax, backend="jax").lower(np.ones((4, 8), f32)).compile()
     ks = compiled.kernels()
-    assert [k["kind"] for k in ks] == ["reduce", "kInput", "kLoop"]
-    assert "exponential" in ks[1]["opcodes"] and "reduce" in ks[1]["opcodes"]
-    assert ks[2]["opcodes"][-1] == "divide"
+    assert [k["kind"] for k in ks] == ["kInput"]  # one row fusion (rule 8)
+    assert "exponential" in ks[0]["opcodes"] and ks[0]["opcodes"].count("reduce") == 2
+    assert ks[0]["opcodes"][-1] == "divide"

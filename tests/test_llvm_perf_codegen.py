@@ -219,11 +219,12 @@ def test_num_threads_environment(monkeypatch):
 # Execution plan and introspection.
 
 def test_small_program_is_one_foreign_call():
-    x = randn(8)
-    exe = compiled(lambda x: mnp.exp(x) + mnp.sum(x * 2.0), x)
+    x = randn(8, 3)
+    # (a column sum: a row sum would make it one row fusion, fusion rule 8)
+    exe = compiled(lambda x: mnp.exp(x) + mnp.sum(x * 2.0, axis=0), x)
     assert len(exe.kernels()) >= 2
     assert len(exe._steps) == 1 and exe._steps[0][1] == 0  # one sequence function, no split
-    np.testing.assert_allclose(exe(x)[0], np.asarray(jnp.exp(x) + jnp.sum(x * 2.0)), rtol=1e-6)
+    np.testing.assert_allclose(exe(x)[0], np.asarray(jnp.exp(x) + jnp.sum(x * 2.0, axis=0)), rtol=1e-6)
 
 
 def test_profile_times_every_kernel():

@@ -220,13 +220,24 @@ def test_every_primitive_has_every_rule():
                             (lowering_rules, "HLO lowering")]:
             if prim not in table:
                 missing.append(f"{name}: {what}")
+    from minixla.hlo.evaluator import evaluate_rules
     hlo_opcodes = {"add", "subtract", "multiply", "divide", "maximum", "minimum", "negate", "abs", "sign",
                    "floor", "ceil", "exponential", "log", "tanh", "logistic", "sqrt", "rsqrt", "not",
                    "and", "or", "compare", "select", "convert", "broadcast", "reshape", "transpose",
-                   "slice", "iota", "reduce", "dot", "convolution", "constant", "fusion", "tuple"}
+                   "slice", "iota", "reduce", "dot", "convolution", "constant", "fusion", "tuple",
+                   # issue 3
+                   "exponential-minus-one", "log-plus-one", "cbrt", "sine", "cosine", "tan", "erf", "erfc",
+                   "is-finite", "round-nearest-afz", "round-nearest-even", "remainder", "power", "atan2",
+                   "xor", "shift-left", "shift-right-logical", "shift-right-arithmetic", "clamp",
+                   "bitcast-convert", "reverse", "pad", "concatenate", "dynamic-slice", "dynamic-update-slice",
+                   "gather", "scatter", "reduce-window"}
     for op in hlo_opcodes - set(jax_rules):
         missing.append(f"HLO {op}: jax hand-off rule")
-    kernel_ops = {"reduce", "dot", "convolution", "fusion", "tuple", "reshape"}
+    for op in hlo_opcodes - set(evaluate_rules):
+        missing.append(f"HLO {op}: evaluator rule")
+    kernel_ops = {"reduce", "dot", "convolution", "fusion", "tuple", "reshape", "scatter"}
     for op in hlo_opcodes - set(emit_rules) - kernel_ops:
         missing.append(f"HLO {op}: LLVM elemental emitter rule")
+    from minixla.backends.llvm.kernels_extra import KERNELS
+    assert "scatter" in KERNELS
     assert not missing, missing

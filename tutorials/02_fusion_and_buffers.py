@@ -58,15 +58,20 @@ for k in compiled.kernels():
 print(f"bytes moved: {kernel_traffic(lowered.hlo_module):,} before, {kernel_traffic(compiled.hlo_module):,} after")
 
 # %% [markdown]
-# Three kernels:
+# One kernel: a **row fusion** (rule 8, kind kInput). Both reductions reduce the row (the
+# minor dim) and are only broadcast back along it, so the kernel takes one row at a time:
+# the maximum into a register, then `sum(exp(x - max))`, then `exp(x - max) / sum` into the
+# output. A 4 KiB row comes from DRAM once; the later passes re-read it from L1.
+#
+# Rows longer than the cache budget (32 KiB) get rules 1-7's plan, three kernels:
 #
 # 1. `reduce` — the row maximum.
 # 2. a **kInput** fusion — `sum(exp(x - max))`: the reduction reads its operand expression
 #    element by element, so `exp(x - max)` is never written to memory.
 # 3. a **kLoop** fusion — `exp(x - max) / sum`: one loop over the output.
 #
-# `exp(x - max)` is computed *twice*, once in each fusion. Storing it would cost a write and a
-# read of 2 MiB; recomputing costs one `exp` per element. The decision and the rule behind it
+# There `exp(x - max)` is computed *twice*, once in each fusion: storing it would cost a write
+# and a read; recomputing costs one `exp` per element. The decisions and the rules behind them
 # are in the **fusion log**:
 
 # %%
@@ -106,8 +111,9 @@ print(minixla.jit(block).lower(*args).compile().kernels())
 # %% [markdown]
 # **Reductions take an epilogue, never a broadcast.** `sqrt(mean(d*d) + eps)` finishes each
 # reduced value once, inside the reduction's kernel. But `x - max(x)` needs the whole row's
-# maximum before its first subtraction, so the reduction stays a kernel of its own. Layernorm
-# therefore is three kernels too:
+# maximum before its first subtraction, so in a loop kernel the reduction stays a kernel of
+# its own. Rule 8's row kernel is the exception (each row's reductions finish before its
+# outputs), which makes layernorm one kernel too:
 
 # %%
 def layernorm(x, g, b, np=mnp):
@@ -124,7 +130,7 @@ for k in ln.kernels():
 
 # %% [markdown]
 # **Never a cycle.** A producer can be *moved* into a fusion only if all its users are inside.
-# In softmax, `exp` also feeds the sum that the final divide reads: moving `exp` into the divide's
+# In the three-kernel softmax, `exp` also feeds the sum that the final divide reads: moving `exp` into the divide's
 # fusion would make the sum read the fusion and the fusion read the sum. The pass checks this
 # with networkx reachability and says so — then duplicates instead (rule 4).
 #
@@ -149,7 +155,8 @@ print(next(d for d in c.fusion_log if "per copy" in d.reason))
 print(compiled.buffer_assignment)
 
 # %% [markdown]
-# For softmax only the two row vectors (max and sum) are temporaries. `memory_analysis()`
+# The row-fused softmax has no temporaries at all (the three-kernel plan stores two row
+# vectors, max and sum). `memory_analysis()`
 # mirrors JAX's; let's put XLA's next to it:
 
 # %%

@@ -255,12 +255,19 @@ lowering_rules[lax.reduce_max_p] = _reduce("maximum")
 lowering_rules[lax.reduce_min_p] = _reduce("minimum")
 
 
+_NARROW = ("float16", "bfloat16")
+
+
 def _dot_general(ctx, operands, in_avals, out_aval, *, dimension_numbers, precision=None,
                  preferred_element_type=None):
     (lc, rc), (lb, rb) = dimension_numbers
-    return ctx.add("dot", shape_of(out_aval), operands, lhs_batch_dims=tuple(lb),
-                   lhs_contracting_dims=tuple(lc), rhs_batch_dims=tuple(rb),
-                   rhs_contracting_dims=tuple(rc))
+    # f16/bf16 products accumulate in f32 and round once at the end (as XLA:CPU does).
+    narrow = out_aval.dtype.name in _NARROW
+    shape = Shape(np.float32, out_aval.shape) if narrow else shape_of(out_aval)
+    dot = ctx.add("dot", shape, operands, lhs_batch_dims=tuple(lb),
+                  lhs_contracting_dims=tuple(lc), rhs_batch_dims=tuple(rb),
+                  rhs_contracting_dims=tuple(rc))
+    return ctx.add("convert", shape_of(out_aval), [dot]) if narrow else dot
 
 
 lowering_rules[lax.dot_general_p] = _dot_general
@@ -297,9 +304,12 @@ def _conv(ctx, operands, in_avals, out_aval, *, window_strides, padding, lhs_dil
     window = dict(size=tuple(rhs_shape[d] for d in dn.rhs_spec[2:]), stride=tuple(window_strides),
                   pad=tuple(tuple(p) for p in padding), lhs_dilate=tuple(lhs_dilation),
                   rhs_dilate=tuple(rhs_dilation))
-    return ctx.add("convolution", shape_of(out_aval), operands, window=window,
+    narrow = out_aval.dtype.name in _NARROW
+    shape = Shape(np.float32, out_aval.shape) if narrow else shape_of(out_aval)
+    conv = ctx.add("convolution", shape, operands, window=window,
                    dim_labels=conv_dim_labels(dn, len(rhs_shape)),
                    feature_group_count=feature_group_count)
+    return ctx.add("convert", shape_of(out_aval), [conv]) if narrow else conv
 
 
 lowering_rules[lax.conv_general_dilated_p] = _conv

@@ -60,6 +60,26 @@ Legality and profitability rules. Every decision is logged with the rule that ma
    row maximum before the first subtraction).
 7. **Size cap.** A cluster holds at most ``max_fusion_size`` instructions (compile time, and
    register pressure in the generated loop).
+8. **Row fusion** (softmax, log_softmax, layernorm: reduce -> broadcast -> elementwise ->
+   reduce -> broadcast -> elementwise). Rule 6 keeps a broadcast reduction out of its
+   consumer because a *loop* kernel would recompute the reduction for every copy. But when
+   every reduction of a cluster reduces the *minor* dims of arrays of the root's shape
+   ``(R..., C...)`` (``dimensions = {k, ..., rank-1}``, the same ``k`` for all) and each
+   reduced value is only broadcast back along its own row (``broadcast(v), dimensions={0..k-1}``,
+   possibly after reshapes and elementwise ops on row values), one kernel can do it per row:
+   compute the reductions in order into registers (each once per row), then the output
+   elements, so the row is read from DRAM once and re-read from L1 by the later passes. The
+   pass then grows the cluster in *row mode*, where each member gets an access class from its
+   users (``row_access``): ``full`` (read at the output element's index), ``row`` (read at
+   the row's index: computed once per row, so an expensive op there is not recomputed per
+   copy and rule 5 does not apply) or ``other`` (any other index: no reduction may lie below).
+   A reduction is fused when its class is ``row`` and all its users are in the cluster (so
+   several reductions per fusion, not one hero). The row must fit ``row_fusion_bytes`` (a
+   32 KiB L1 budget by default) or the row would come back from DRAM for each pass; if the
+   row-mode cluster ends up with no reduction, or the row is too long, the cluster is grown
+   again by rules 1-7 (today's 3-kernel plan). The fusion's kind is ``kInput`` (XLA's kind for
+   a reduction-containing input fusion); its root has the full shape, which is how the
+   backend tells it from a reduction-rooted kInput.
 
 In-place safety (a kernel must not overwrite a buffer it still reads) is buffer assignment's
 business: it gives a kernel an operand's buffer only when the kernel reads that operand at the
@@ -68,10 +88,12 @@ index it writes (see ``minixla.passes.buffer_assignment``).
 from __future__ import annotations
 
 import heapq
+import math
 from collections import Counter
 from dataclasses import dataclass
 
 import networkx as nx
+import numpy as np
 
 from minixla.hlo.ir import ELEMENTWISE, HloInstruction
 from minixla.passes.pipeline import HloPass
@@ -89,6 +111,60 @@ NOT_KERNELS = {"parameter", "constant", "tuple", "reshape"}
 
 def _is_elementwise(instr) -> bool:
     return instr.opcode in _ELEMENTWISE
+
+
+#: rule 8's default cache budget for one row (product of the reduced dims x item size).
+ROW_FUSION_BYTES = 32 << 10
+
+
+def is_row_reduce(instr, split: int, dims) -> bool:
+    """Rule 8: ``instr`` is a single-operand reduce of an array of ``dims`` over exactly its
+    minor dims ``split..rank-1`` (at least one)."""
+    if instr.opcode != "reduce" or len(instr.operands) != 2 or instr.shape.is_tuple:
+        return False
+    operand = instr.operands[0]
+    return (operand.shape.dims == tuple(dims) and 0 <= split < len(dims)
+            and tuple(instr.attrs.get("dimensions", ())) == tuple(range(split, len(dims))))
+
+
+def row_access(user, user_class, operand, split: int, dims):
+    """Rule 8: how ``user``, itself read as ``user_class``, reads ``operand`` in a row fusion
+    whose root has ``dims`` and whose rows are the first ``split`` dims.
+
+    Classes: ``"full"`` (at the output element's index), ``"row"`` (at the row's index, once
+    per row), ``"other"`` (any other index); ``None`` when the access is illegal (a row
+    reduction read other than once per row). Also used by the LLVM backend to re-check a
+    row fusion before emitting its kernel.
+    """
+    if user_class == "other":
+        return "other"
+    if user.opcode == "reduce":
+        if operand is user.operands[0] and operand is not user.operands[1]:
+            return "full" if user_class == "row" and is_row_reduce(user, split, dims) else None
+        return "other"  # the init value: a scalar
+    if user.opcode in _ELEMENTWISE:
+        return user_class if operand.shape.dims == user.shape.dims else "other"
+    if user.opcode == "reshape":
+        if user_class == "row" and operand.shape.size == user.shape.size:
+            return "row"
+        return "full" if operand.shape.dims == user.shape.dims else "other"
+    if user.opcode == "broadcast" and user_class == "full":
+        row_dims = tuple(dims[:split])
+        if operand.shape.dims == row_dims and tuple(user.attrs.get("dimensions", ())) == tuple(range(split)):
+            return "row"
+    return "other"
+
+
+def join_row_classes(instr, classes, split: int, dims):
+    """Rule 8: the class of ``instr`` from the accesses of its users (``row_access``), or
+    None when illegal. A reduction must be a row reduction read once per row."""
+    classes = set(classes)
+    if None in classes or not classes:
+        return None
+    joined = classes.pop() if len(classes) == 1 else "other"
+    if instr.opcode == "reduce" and (joined != "row" or not is_row_reduce(instr, split, dims)):
+        return None
+    return joined
 
 
 @dataclass
@@ -124,6 +200,8 @@ class _Cluster:
         self.root = root
         self.members = {root}
         self.decisions: list[FusionDecision] = []
+        self.row = None      # rule 8: the row split k while growing in row mode
+        self.classes = {}    # rule 8: member -> access class (row mode only)
 
     def hero(self):
         """The fusion's dot, convolution or reduce (rule 6), or None."""
@@ -136,13 +214,17 @@ class FusionPass(HloPass):
     Args:
       max_fusion_size: rule 7's cap on instructions per fusion.
       max_duplicates: rule 4's cap on how many extra copies of one instruction may be made.
+      row_fusion_bytes: rule 8's budget for one row (reduced dims x item size); 0 disables
+        row fusion.
     After ``run``, ``log`` holds every ``FusionDecision`` in the order they were made.
     """
     name = "fusion"
 
-    def __init__(self, max_fusion_size: int = 64, max_duplicates: int = 4):
+    def __init__(self, max_fusion_size: int = 64, max_duplicates: int = 4,
+                 row_fusion_bytes: int = ROW_FUSION_BYTES):
         self.max_fusion_size = max_fusion_size
         self.max_duplicates = max_duplicates
+        self.row_fusion_bytes = row_fusion_bytes
         self.log: list[FusionDecision] = []
 
     def run(self, module) -> bool:
@@ -161,7 +243,8 @@ class FusionPass(HloPass):
                 continue
             cluster = _Cluster(instr)
             self.cluster_of[instr] = cluster
-            self._grow(cluster)
+            if not self._grow_row(cluster):
+                self._grow(cluster)
             clusters.append(cluster)
         changed = False
         for cluster in clusters:
@@ -180,6 +263,65 @@ class FusionPass(HloPass):
         # Convexity (rule 2) makes this hold by construction; a violation is a bug in this pass.
         assert nx.is_directed_acyclic_graph(comp.graph()), "fusion created a cycle"
         return changed
+
+    # --- rule 8: row fusion -------------------------------------------------------------
+    def _row_splits(self, root):
+        """The splits ``k`` for which a row reduction of an array of ``root``'s shape, with a row
+        within the budget, is close enough above ``root`` to be worth a row-mode attempt."""
+        dims = root.shape.dims
+        if root.shape.is_tuple or not dims or self.row_fusion_bytes <= 0:
+            return []
+        splits, frontier, seen = set(), [root], {root}
+        while frontier and len(seen) <= 2 * self.max_fusion_size:  # a bounded look, not a search
+            m = frontier.pop()
+            for o in m.operands:
+                if o in seen or o.opcode in ("parameter", "tuple") or o in self.cluster_of:
+                    continue
+                seen.add(o)
+                if o.opcode == "reduce":
+                    k = min(o.attrs.get("dimensions", (0,)), default=0)
+                    row_bytes = o.operands[0].shape.size // max(1, math.prod(dims[:k])) * \
+                        np.dtype(o.operands[0].shape.dtype).itemsize
+                    if is_row_reduce(o, k, dims) and row_bytes <= self.row_fusion_bytes:
+                        splits.add(k)
+                if _is_elementwise(o) or o.opcode in ("reduce", "broadcast", "reshape"):
+                    frontier.append(o)
+        return sorted(splits, reverse=True)
+
+    def _grow_row(self, cluster) -> bool:
+        """Grow ``cluster`` in row mode (rule 8); keep it if it holds a row reduction, else undo."""
+        for split in self._row_splits(cluster.root):
+            saved = self._save()
+            cluster.row, cluster.classes = split, {cluster.root: "full"}
+            self._grow(cluster)
+            if any(m.opcode == "reduce" for m in cluster.members):
+                return True
+            self._restore(saved, cluster)
+        return False
+
+    def _save(self):
+        comp = self.comp
+        return (list(comp.instructions), {i: i.operands for i in comp.instructions},
+                {k: list(v) for k, v in self.users.items()}, self.graph.copy(), dict(self.origin),
+                Counter(self.copies), dict(self.cluster_of), len(self.log), dict(self.pos))
+
+    def _restore(self, saved, cluster):
+        instructions, operands, users, graph, origin, copies, cluster_of, n_log, pos = saved
+        self.comp.instructions = instructions
+        for i, ops in operands.items():
+            i.operands = ops
+        self.users, self.graph, self.origin, self.copies = users, graph, origin, copies
+        self.cluster_of, self.pos = cluster_of, pos
+        del self.log[n_log:]
+        cluster.members, cluster.decisions = {cluster.root}, []
+        cluster.row, cluster.classes = None, {}
+
+    def _row_class(self, p, cluster):
+        """Rule 8: ``p``'s access class from its users already in the row cluster (or None)."""
+        dims = cluster.root.shape.dims
+        return join_row_classes(p, [row_access(u, cluster.classes[u], p, cluster.row, dims)
+                                    for u in self.users[p] if u in cluster.members],
+                                cluster.row, dims)
 
     # --- growing a cluster -------------------------------------------------------------
     def _grow(self, cluster):
@@ -204,6 +346,8 @@ class FusionPass(HloPass):
                 p = self._duplicate_into(p, cluster)
             cluster.members.add(p)
             self.cluster_of[p] = cluster
+            if cluster.row is not None:
+                cluster.classes[p] = self._row_class(p, cluster)
             push_operands(p)
 
     def _should_fuse(self, p, consumer, cluster):
@@ -221,11 +365,23 @@ class FusionPass(HloPass):
         if consumer.opcode == "reduce" and p is consumer.operands[1] and p.opcode != "constant":
             return False, "rule 5: a reduce's init value must be a constant to fuse"
         users_inside = all(u in cluster.members for u in self.users[p])
+        row_class = None
+        if cluster.row is not None:
+            row_class = self._row_class(p, cluster)
+            if row_class is None:
+                return False, "rule 8: a row reduction must be read once per row (broadcast along its row)"
+            if p.opcode in _CONTRACTIONS:
+                return False, f"rule 8: a row fusion holds no {p.opcode}"
+            if p.opcode == "reduce":
+                if not users_inside:
+                    return False, "rule 6: the reduction result has users outside the fusion"
+                return "fuse", ("kInput: rule 8: row fusion: reduction over the minor dims, computed once "
+                                "per row and broadcast from a register")
         if p.opcode in _CONTRACTIONS or p.opcode == "reduce":
             return self._hero_fusion_ok(p, consumer, cluster, users_inside)
         if not (_is_elementwise(p) or p.opcode in _SHAPE_OPS or p.opcode == "constant"):
             return False, f"'{p.opcode}' is not a loop-fusible producer"
-        if p.opcode in _EXPENSIVE and self._expanded(consumer, cluster):
+        if p.opcode in _EXPENSIVE and row_class not in ("row", "full") and self._expanded(consumer, cluster):
             return False, "rule 5: an expensive producer under an expanding broadcast would be recomputed per copy"
         if users_inside:
             kind = "kInput" if cluster.hero() is not None and cluster.hero().opcode == "reduce" else (

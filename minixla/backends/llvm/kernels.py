@@ -650,6 +650,9 @@ def _emit_body(kb: _KernelBuilder, root):
     if root.opcode == "reduce":
         emit_reduce(kb, root)
         return
+    from minixla.backends.llvm.kernels_rows import emit_rows_if_row_fusion  # fusion rule 8
+    if emit_rows_if_row_fusion(kb, root):
+        return
     core = _find_core(kb, root)
     if core is not None and core.shape.dtype == root.shape.dtype:
         if core.opcode == "convolution":

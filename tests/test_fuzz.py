@@ -1,0 +1,522 @@
+"""Differential fuzzing against JAX eager.
+
+1. ``test_random_programs``: hypothesis builds a random program — a DAG of 1–30 ``numpy``/``lax``
+   ops over 1–3 inputs with random shapes (0- and 1-sized dims included), dtypes (f32, f16,
+   bf16, i32, i8, u8, bool, mixed so promotion is exercised) and special values (NaN, ±inf,
+   -0.0, integer extremes). The program is one list of op specs interpreted by the same code
+   with ``np_ = jax.numpy`` (eagerly, under ``jax.disable_jit()``: the reference) and with
+   ``np_ = minixla.numpy`` (compiled by ``minixla.jit`` on both backends).
+
+   What must match: integer and bool results exactly; float results bit-for-bit (including the
+   sign of zero and NaN positions) unless a transcendental function or a variance fed them, in
+   which case within a few ulp (``INEXACT_RTOL``). To keep that contract checkable the
+   generator tracks, per value, whether it is *exact* (bit-reproducible) and *nice* (an input
+   value moved around: small multiples of 1/4, so float sums and dots of them are exact in any
+   order). Ops that amplify a last-bit difference into a different answer (floor, compare,
+   argmax, float->int, ...) only read exact values; float sums/products/dots only read nice
+   ones, and product reductions only short axes. Reductions stay short (<= 5 per axis), which
+   also keeps clear of a documented XLA:CPU divergence: its long max/min reductions may drop a
+   NaN, while XLA's semantics (and minixla) propagate it.
+
+   ``MINIXLA_FUZZ_EXAMPLES`` sets the number of programs (default 25 for CI); a failing program
+   is printed as its op list, shrunk by hypothesis. Every mismatch found so far is pinned in
+   ``test_regressions``.
+
+2. ``test_malformed_calls_raise_minixla_errors``: random malformed calls (wrong shapes, axes,
+   dtypes, indices, dimension numbers) run in a subprocess — so a crash (segfault, SIGFPE) is a
+   failure, not a dead test run — and each must raise a minixla error (or the ``IndexError``/
+   ``TypeError`` JAX raises) whose message names the op, the shapes and the caller's line.
+   ``MINIXLA_FUZZ_BAD_CALLS`` sets the count (default 200).
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import jax
+import jax.numpy as jnp
+import ml_dtypes
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+import minixla
+import minixla.numpy as mnp
+from minixla import lax as mlax
+
+N_EXAMPLES = int(os.environ.get("MINIXLA_FUZZ_EXAMPLES", "25"))
+N_BAD_CALLS = int(os.environ.get("MINIXLA_FUZZ_BAD_CALLS", "200"))
+
+BF16 = np.dtype(ml_dtypes.bfloat16)
+DTYPES = [np.dtype(d) for d in (np.float32, np.float32, np.int32, np.int8, np.uint8, np.bool_, np.float16)] + [BF16]
+INEXACT_RTOL = {np.dtype(np.float32): 2e-5, np.dtype(np.float16): 4e-3, BF16: 3e-2}
+
+
+# ---------------------------------------------------------------------------------------
+# The op table: name -> (kind, how to apply it with np_/lax_).
+
+def _is_float(dt):
+    return np.dtype(dt).kind == "f" or np.dtype(dt) == BF16
+
+
+UNARY_EXACT = ["negative", "abs", "square", "sqrt", "floor", "ceil", "rint", "trunc", "sign", "isnan", "isinf",
+               "isfinite", "logical_not", "invert", "nan_to_num", "signbit"]
+UNARY_INEXACT = ["exp", "log", "tanh", "expm1", "log1p", "exp2", "sigmoid"]
+BINARY_EXACT = ["add", "subtract", "multiply", "true_divide", "maximum", "minimum", "floor_divide", "remainder",
+                "fmod", "equal", "not_equal", "less", "greater_equal", "bitwise_and", "bitwise_or", "bitwise_xor",
+                "left_shift", "right_shift", "logical_and", "logical_or"]
+#: ops whose result jumps when the input moves by an ulp: they only read exact values.
+DISCONTINUOUS = {"floor", "ceil", "rint", "trunc", "sign", "isnan", "isinf", "isfinite", "logical_not",
+                 "nan_to_num", "signbit", "floor_divide", "remainder", "fmod", "equal", "not_equal", "less",
+                 "greater_equal", "logical_and", "logical_or", "astype", "argmax", "argmin", "where", "at_set",
+                 "getitem_traced", "invert", "bitwise_and", "bitwise_or", "bitwise_xor", "left_shift",
+                 "right_shift", "round"}
+
+
+def apply(np_, lax_, op, args, p):
+    """Run one op spec with ``np_`` (jax.numpy or minixla.numpy) and ``lax_``."""
+    if op in UNARY_EXACT or op in UNARY_INEXACT:
+        if op == "sigmoid":
+            return lax_.logistic(np_.astype(args[0], np.float32) if not _is_float(args[0].dtype) else args[0])
+        return getattr(np_, op)(args[0])
+    if op in BINARY_EXACT:
+        return getattr(np_, op)(args[0], args[1])
+    if op == "scalar_op":
+        return getattr(np_, p["fn"])(args[0], p["value"]) if p["left"] else getattr(np_, p["fn"])(p["value"], args[0])
+    if op == "astype":
+        return args[0].astype(p["dtype"])
+    if op == "where":
+        return np_.where(args[0], args[1], args[2])
+    if op == "clip":
+        return np_.clip(args[0], p["lo"], p["hi"])
+    if op == "reduce":
+        kw = dict(axis=p["axis"], keepdims=p["keepdims"])
+        return getattr(np_, p["fn"])(args[0], **kw)
+    if op in ("argmax", "argmin"):
+        return getattr(np_, op)(args[0], axis=p["axis"])
+    if op == "cumulative":
+        return getattr(np_, p["fn"])(args[0], axis=p["axis"])
+    if op == "transpose":
+        return np_.transpose(args[0], p["perm"])
+    if op == "flip":
+        return np_.flip(args[0], p["axis"])
+    if op == "reshape":
+        return np_.reshape(args[0], p["shape"])
+    if op == "getitem":
+        return args[0][p["index"]]
+    if op == "getitem_traced":
+        return args[0][args[1]]
+    if op == "pad":
+        return np_.pad(args[0], p["width"], constant_values=p["value"])
+    if op == "concatenate":
+        return np_.concatenate([args[0], args[1]], axis=p["axis"])
+    if op == "broadcast":
+        return np_.broadcast_to(args[0], p["shape"])
+    if op == "expand_dims":
+        return np_.expand_dims(args[0], p["axis"])
+    if op == "matmul":
+        return np_.matmul(args[0], args[1])
+    if op == "at_set":
+        return getattr(args[0].at[p["index"]], p["fn"])(args[1] if p["traced"] else p["value"])
+    if op == "lax_rev":
+        return lax_.rev(args[0], p["dims"])
+    if op == "lax_pad":
+        return lax_.pad(args[0], np.asarray(p["value"]).astype(args[0].dtype)[()], p["config"])
+    if op == "lax_dynamic_slice":
+        return lax_.dynamic_slice(args[0], p["start"], p["sizes"])
+    if op == "lax_select_n":
+        return lax_.select_n(args[0], args[1], args[2])
+    if op == "var":
+        return np_.var(args[0], axis=p["axis"])
+    raise AssertionError(op)
+
+
+def interpret(np_, lax_, program, inputs, outputs):
+    vals = list(inputs)
+    for op, arg_ids, p in program:
+        vals.append(apply(np_, lax_, op, [vals[i] for i in arg_ids], p))
+    return tuple(vals[i] for i in outputs)
+
+
+# ---------------------------------------------------------------------------------------
+# Inputs.
+
+def nice_floats(rng, n):
+    """Small multiples of 1/4 (exact sums in any order) mixed with NaN, ±inf, -0.0."""
+    v = rng.integers(-64, 65, n).astype(np.float64) / 4
+    special = rng.random(n) < 0.15
+    v[special] = rng.choice([np.nan, np.inf, -np.inf, -0.0, 0.0], special.sum())
+    return v
+
+
+def make_input(rng, shape, dtype):
+    n = int(np.prod(shape))
+    dtype = np.dtype(dtype)
+    if _is_float(dtype):
+        return nice_floats(rng, n).astype(dtype).reshape(shape)
+    if dtype == np.bool_:
+        return (rng.random(n) < 0.5).reshape(shape)
+    info = np.iinfo(dtype)
+    v = rng.integers(-9, 10, n)
+    special = rng.random(n) < 0.2
+    v[special] = rng.choice([info.min, info.max, 0, -1 if info.min < 0 else 1], special.sum())
+    return v.astype(dtype).reshape(shape)
+
+
+shapes = st.lists(st.sampled_from([0, 1, 1, 2, 3, 5]), min_size=0, max_size=3).map(tuple)
+
+
+# ---------------------------------------------------------------------------------------
+# The program generator.
+
+class Value:
+    def __init__(self, ref, exact, nice):
+        self.ref, self.exact, self.nice = ref, exact, nice
+        self.shape, self.dtype = tuple(ref.shape), np.dtype(ref.dtype)
+
+
+def draw_op(draw, vals):
+    """One op spec over existing values (may be invalid: the caller then skips it)."""
+    k = draw(st.integers(0, len(vals) - 1))
+    x = vals[k]
+    kind = draw(st.sampled_from(
+        ["unary"] * 4 + ["inexact"] * 2 + ["binary"] * 6 + ["scalar_op"] * 2 + ["astype", "where", "clip",
+         "reduce", "reduce", "argmax", "cumulative", "transpose", "flip", "reshape", "getitem", "getitem",
+         "getitem_traced", "pad", "concatenate", "broadcast", "expand_dims", "matmul", "at_set", "lax_rev",
+         "lax_pad", "lax_dynamic_slice", "lax_select_n", "var"]))
+    nd = len(x.shape)
+    same = [i for i, v in enumerate(vals) if v.shape == x.shape]
+    if kind == "unary":
+        return draw(st.sampled_from(UNARY_EXACT)), [k], {}
+    if kind == "inexact":
+        return draw(st.sampled_from(UNARY_INEXACT)), [k], {}
+    if kind == "binary":
+        other = draw(st.sampled_from(same + [i for i, v in enumerate(vals) if v.shape == ()]))
+        return draw(st.sampled_from(BINARY_EXACT)), [k, other], {}
+    if kind == "scalar_op":
+        value = draw(st.sampled_from([0, 1, -1, 2, 3, 1000, 0.5, -2.5, 1.5, True]))
+        fn = draw(st.sampled_from(["add", "subtract", "multiply", "maximum", "minimum", "floor_divide",
+                                   "remainder", "less", "right_shift", "power"]))
+        if fn == "power" and not (isinstance(value, int) and 0 <= value <= 3):
+            value = 2
+        return "scalar_op", [k], dict(fn=fn, value=value, left=draw(st.booleans()) or fn == "power")
+    if kind == "astype":
+        return "astype", [k], dict(dtype=draw(st.sampled_from(DTYPES)))
+    if kind == "where":
+        return "where", [k, draw(st.sampled_from(same)), draw(st.sampled_from(same))], {}
+    if kind == "lax_select_n":
+        pred = [i for i in same if vals[i].dtype == np.bool_]
+        if not pred:
+            return None
+        a = draw(st.sampled_from(same))
+        b = draw(st.sampled_from([i for i in same if vals[i].dtype == vals[a].dtype]))
+        return "lax_select_n", [draw(st.sampled_from(pred)), a, b], {}
+    if kind == "clip":
+        return "clip", [k], dict(lo=draw(st.sampled_from([-1, 0, None])), hi=draw(st.sampled_from([2, 0.5, None])))
+    axis_st = st.sampled_from([None] + list(range(-nd, nd))) if nd else st.just(None)
+    if kind == "reduce":
+        fn = draw(st.sampled_from(["sum", "prod", "max", "min", "mean", "any", "all"]))
+        return "reduce", [k], dict(fn=fn, axis=draw(axis_st), keepdims=draw(st.booleans()))
+    if kind == "var":
+        return "var", [k], dict(axis=draw(axis_st))
+    if kind == "argmax":
+        return draw(st.sampled_from(["argmax", "argmin"])), [k], dict(axis=draw(axis_st))
+    if kind == "cumulative":
+        return "cumulative", [k], dict(fn=draw(st.sampled_from(["cumsum", "cumprod"])), axis=draw(axis_st))
+    if kind == "transpose":
+        return "transpose", [k], dict(perm=tuple(draw(st.permutations(range(nd)))))
+    if kind in ("flip", "lax_rev"):
+        dims = tuple(sorted(set(draw(st.lists(st.integers(0, max(nd - 1, 0)), max_size=nd)))))
+        return ("flip", [k], dict(axis=dims)) if kind == "flip" else ("lax_rev", [k], dict(dims=dims if nd else ()))
+    if kind == "reshape":
+        size = int(np.prod(x.shape))
+        options = [(size,), (-1,), (1, size), (size, 1)] + ([(x.shape[0], -1)] if nd else [])
+        return "reshape", [k], dict(shape=draw(st.sampled_from(options)))
+    if kind == "getitem":
+        idx = []
+        for d in x.shape:
+            idx.append(draw(st.one_of(
+                st.builds(slice, st.sampled_from([None, 0, 1, -1, -2]), st.sampled_from([None, 2, -1, 5]),
+                          st.sampled_from([None, 1, 2, -1, -2])),
+                st.integers(-d, d - 1) if d else st.just(slice(None)),
+                st.just(None), st.just(Ellipsis),
+                st.lists(st.integers(-d, d - 1), min_size=0, max_size=3).map(
+                    lambda v: np.array(v, np.int32)) if d else st.just(slice(None)))))
+        idx = [i for n, i in enumerate(idx) if not (i is Ellipsis and any(j is Ellipsis for j in idx[:n]))]
+        return "getitem", [k], dict(index=tuple(idx))
+    if kind == "getitem_traced":
+        ints = [i for i, v in enumerate(vals) if v.dtype.kind in "iu" and len(v.shape) <= 2]
+        if not ints or not nd:
+            return None
+        return "getitem_traced", [k, draw(st.sampled_from(ints))], {}
+    if kind == "pad":
+        width = draw(st.sampled_from([0, 1, (1, 2)]))
+        return "pad", [k], dict(width=width, value=draw(st.sampled_from([0, 1.5, -1])))
+    if kind == "lax_pad":
+        config = [(draw(st.integers(-1, 2)), draw(st.integers(-1, 2)), draw(st.integers(0, 2))) for _ in x.shape]
+        return "lax_pad", [k], dict(config=config, value=draw(st.sampled_from([0, 3, -1])))
+    if kind == "lax_dynamic_slice":
+        start = [draw(st.integers(-3, 6)) for _ in x.shape]
+        sizes = [draw(st.integers(0, d)) for d in x.shape]
+        return "lax_dynamic_slice", [k], dict(start=start, sizes=sizes)
+    if kind == "concatenate":
+        other = [i for i, v in enumerate(vals) if len(v.shape) == nd and nd]
+        if not other:
+            return None
+        return "concatenate", [k, draw(st.sampled_from(other))], dict(axis=draw(st.integers(-nd, nd - 1)))
+    if kind == "broadcast":
+        return "broadcast", [k], dict(shape=(draw(st.sampled_from([0, 1, 2])),) + x.shape)
+    if kind == "expand_dims":
+        return "expand_dims", [k], dict(axis=draw(st.integers(-nd - 1, nd)))
+    if kind == "matmul":
+        other = [i for i, v in enumerate(vals) if v.shape and x.shape and v.shape[0] == x.shape[-1]]
+        if not other:
+            return None
+        return "matmul", [k, draw(st.sampled_from(other))], {}
+    if kind == "at_set":
+        if not nd:
+            return None
+        fn = draw(st.sampled_from(["set", "add", "multiply", "min", "max"]))
+        index = draw(st.sampled_from([0, -1, slice(None, None, 2), (Ellipsis, 0),
+                                      np.array([0, 0, -1], np.int32), 7]))
+        scalars = [i for i, v in enumerate(vals) if v.shape == ()]
+        traced = bool(scalars) and draw(st.booleans())
+        args = [k] + ([draw(st.sampled_from(scalars))] if traced else [])
+        return "at_set", args, dict(fn=fn, index=index, value=draw(st.sampled_from([2, -1.5, 0])), traced=traced)
+    return None
+
+
+def classify(op, p, args):
+    """(exact, nice) of an op's result from its arguments' flags; None if the op may not read them."""
+    exact = all(a.exact for a in args)
+    nice = all(a.nice for a in args)
+    floats = any(_is_float(a.dtype) for a in args)
+    if op in DISCONTINUOUS or (op == "scalar_op" and p["fn"] in ("floor_divide", "remainder", "less",
+                                                                  "right_shift")):
+        if not exact:
+            return None
+    if op == "astype" and _is_float(p["dtype"]) and not exact:
+        return None  # (float -> float is continuous, but keep it simple)
+    if op in UNARY_INEXACT or op == "var":
+        return False, False
+    if op in ("reduce", "cumulative", "matmul") and floats:
+        fn = p.get("fn")
+        if fn in ("max", "min", "any", "all"):
+            return exact, nice
+        if not nice:
+            return None
+        if fn in ("prod", "cumprod"):
+            shape = args[0].shape
+            axis = p["axis"]
+            n = int(np.prod(shape)) if axis is None else shape[axis]
+            if n > 3:
+                return None
+        return exact, False
+    data_movement = op in ("transpose", "flip", "reshape", "getitem", "getitem_traced", "pad", "lax_pad",
+                           "concatenate", "broadcast", "expand_dims", "lax_rev", "lax_dynamic_slice", "where",
+                           "lax_select_n", "negative", "abs", "maximum", "minimum", "clip", "argmax", "argmin",
+                           "isnan", "isinf", "isfinite", "signbit", "sign", "logical_not")
+    return exact, nice and data_movement
+
+
+@st.composite
+def programs(draw):
+    n_in = draw(st.integers(1, 3))
+    base = draw(shapes)
+    rng = np.random.default_rng(draw(st.integers(0, 2 ** 32 - 1)))
+    inputs = []
+    for _ in range(n_in):
+        shape = base if draw(st.booleans()) else draw(shapes)
+        inputs.append(make_input(rng, shape, draw(st.sampled_from(DTYPES))))
+    return inputs, draw(st.integers(1, 30)), draw(st.randoms(use_true_random=False))
+
+
+def build(draw_data, inputs, n_ops):
+    """Grow a valid program op by op, evaluating each with JAX eager to learn its result."""
+    vals = [Value(jnp.asarray(x), True, True) for x in inputs]
+    program = []
+    attempts = 0
+    while len(program) < n_ops and attempts < 4 * n_ops:
+        attempts += 1
+        spec = draw_op(draw_data, vals)
+        if spec is None:
+            continue
+        op, ids, p = spec
+        flags = classify(op, p, [vals[i] for i in ids])
+        if flags is None:
+            continue
+        try:
+            with jax.disable_jit(), np.errstate(all="ignore"):
+                ref = apply(jnp, jax.lax, op, [vals[i].ref for i in ids], p)
+        except Exception:
+            continue  # an invalid combination for JAX: not part of the program
+        if int(np.prod(ref.shape)) > 4096:
+            continue
+        program.append((op, ids, p))
+        vals.append(Value(jnp.asarray(ref), *flags))
+    return program, vals
+
+
+def compare(name, got, want, exact):
+    got, want = np.asarray(got), np.asarray(want)
+    assert got.dtype == want.dtype and got.shape == want.shape, \
+        f"{name}: minixla {got.dtype}{got.shape} vs JAX {want.dtype}{want.shape}"
+    if got.size == 0:
+        return
+    if not _is_float(got.dtype):
+        bad = got != want
+    else:
+        g, w = got.astype(np.float64), want.astype(np.float64)
+        nan = np.isnan(g) & np.isnan(w)
+        if exact:
+            bad = ~nan & ((g != w) | (np.signbit(g) != np.signbit(w)))
+        else:
+            # Relative, plus the smallest normal number: XLA computes f16 logistic with f16
+            # intermediates (sigmoid(-12) = 0 there, a subnormal 6e-6 here), and FTZ may differ.
+            rtol, tiny = INEXACT_RTOL[got.dtype], float(ml_dtypes.finfo(got.dtype).tiny)
+            with np.errstate(invalid="ignore"):
+                bad = ~nan & ~((g == w) | (np.abs(g - w) <= rtol * np.abs(w) + tiny))
+    if bad.any():
+        i = tuple(np.argwhere(bad)[0])
+        raise AssertionError(f"{name}: {int(bad.sum())} of {got.size} differ; first at {i}: "
+                             f"minixla {got[i]!r} vs JAX {want[i]!r} (exact={exact})")
+
+
+def run_program(inputs, program, outputs, vals):
+    def f(*xs):
+        return interpret(mnp, mlax, program, xs, outputs)
+    for backend in ("llvm", "jax"):
+        got = minixla.jit(f, backend=backend)(*inputs)
+        for j, (g, o) in enumerate(zip(got, outputs)):
+            compare(f"[{backend}] output {j} (value {o})", g, vals[o].ref, vals[o].exact)
+
+
+@settings(max_examples=N_EXAMPLES, deadline=None, derandomize=True, print_blob=True,
+          suppress_health_check=list(HealthCheck))
+@given(programs(), st.data())
+def test_random_programs(prog, data):
+    inputs, n_ops, _ = prog
+    program, vals = build(data.draw, inputs, n_ops)
+    if not program:
+        return
+    n = len(vals)
+    outputs = sorted({n - 1} | set(data.draw(st.lists(st.integers(len(inputs), n - 1), max_size=2))))
+    note = "\n".join(f"  v{len(inputs) + j} = {op}{tuple(ids)} {p}" for j, (op, ids, p) in enumerate(program))
+    if os.environ.get("MINIXLA_FUZZ_LOG"):  # the program about to run, for post-mortems of a crash
+        with open(os.environ["MINIXLA_FUZZ_LOG"], "w") as fh:
+            fh.write(f"inputs {[(x.dtype.name, x.shape, x.tolist()) for x in inputs]}\n{note}\noutputs {outputs}\n")
+    try:
+        run_program(inputs, program, outputs, vals)
+    except Exception as e:
+        raise AssertionError(f"program over inputs {[(x.dtype.name, x.shape) for x in inputs]}:\n{note}\n"
+                             f"outputs {outputs}\n{e}") from e
+
+
+# ---------------------------------------------------------------------------------------
+# Mismatches the fuzzer found, pinned with the right (JAX's) values.
+
+def test_regressions():
+    cases = [
+        # jnp.remainder(int, 0) is 0 in JAX (a zero divisor is replaced by 1), not lax.rem's x
+        (lambda np_, a: np_.remainder(a, 0), np.array([-8, 5], np.int32), np.array([0, 0], np.int32)),
+        # jnp.power of integers only looks at the exponent's low 6 bits, as jax.numpy does
+        (lambda np_, a: np_.power(a, a - 6), np.array([-3, 2, 3], np.int32), None),
+        # lax.dynamic_slice counts a negative start from the end before clamping, as JAX does
+        (lambda np_, a: jax.lax.dynamic_slice(a, (np.int32(-1),), (2,)) if np_ is jnp else
+         mlax.dynamic_slice(a, (np.int32(-1),), (2,)), np.arange(5, dtype=np.float32),
+         np.array([3.0, 4.0], np.float32)),
+        # jnp.take defaults to mode='fill': NaN for an out-of-range index
+        (lambda np_, a: np_.take(a, np.array([0, 9], np.int32)), np.arange(3, dtype=np.float32),
+         np.array([0.0, np.nan], np.float32)),
+    ]
+    for fn, x, want in cases:
+        with jax.disable_jit():
+            ref = np.asarray(fn(jnp, jnp.asarray(x)))
+        if want is not None:
+            np.testing.assert_array_equal(ref, want)
+        for backend in ("llvm", "jax"):
+            np.testing.assert_array_equal(minixla.jit(lambda a: fn(mnp, a), backend=backend)(x), ref)
+
+
+# ---------------------------------------------------------------------------------------
+# Malformed calls, in a subprocess.
+
+BAD_CALLS_SCRIPT = textwrap.dedent(r'''
+    import json, random, sys, traceback
+    import numpy as np
+    import minixla, minixla.numpy as mnp
+    from minixla import lax
+    from minixla.core.errors import MinixlaError
+
+    rng = random.Random(int(sys.argv[2]))
+    f32 = np.float32
+
+    def arr(shape, dtype=f32):
+        return np.ones(shape, dtype)
+
+    def rshape():
+        return tuple(rng.choice([0, 1, 2, 3, 4]) for _ in range(rng.randint(0, 3)))
+
+    def case():
+        """(op name to find in the message, fn, args) for one random malformed call."""
+        a, b = rshape(), rshape()
+        while b == a or (len(a) == len(b) == 0):
+            b = rshape() + (rng.choice([5, 6]),)
+        k = rng.randrange(22)
+        bad_axis = rng.choice([3, 4, -5, 7])
+        if k == 0: return "add", lambda x, y: lax.add(x, y), (arr(a + (2,)), arr(b + (3,)))
+        if k == 1: return "add", lambda x, y: lax.add(x, y), (arr(a), arr(a, np.int32))
+        if k == 2: return "broadcast", lambda x, y: mnp.add(x, y), (arr(a + (2,)), arr(b + (3,)))
+        if k == 3: return "reshape", lambda x: mnp.reshape(x, (7, -1)), (arr((2, 3)),)
+        if k == 4: return "transpose", lambda x: lax.transpose(x, (0, 0, 1)), (arr((2, 3, 4)),)
+        if k == 5: return "slice", lambda x: lax.slice(x, (1, 0), (5, 2)), (arr((3, 3)),)
+        if k == 6: return "axis", lambda x: mnp.sum(x, axis=bad_axis), (arr((2, 3)),)
+        if k == 7: return "dot_general", lambda x, y: lax.dot_general(x, y, (((1,), (0,)), ((), ()))), (arr((2, 3)), arr((4, 5)))
+        if k == 8: return "conv", lambda x, y: lax.conv_general_dilated(x, y, (1, 1), "SAME"), (arr((1, 3, 5, 5)), arr((2, 4, 3, 3)))
+        if k == 9: return "gather", lambda x, i: lax.gather(x, i, lax.GatherDimensionNumbers((1,), (0,), (0, 1)), (1, 3)), (arr((4, 3)), arr((2, 1), np.int32))
+        if k == 10: return "dynamic_slice", lambda x: lax.dynamic_slice(x, (0, 0), (5, 1)), (arr((3, 3)),)
+        if k == 11: return "concatenate", lambda x, y: mnp.concatenate([x, y], 0), (arr((2, 3)), arr((2, 4)))
+        if k == 12: return "pad", lambda x: lax.pad(x, 0.0, [(0, 0, -1)]), (arr((3,)),)
+        if k == 13: return rng.choice([("indices", lambda x: x[1.5], (arr((3, 2)),)),
+                                       ("out of bounds", lambda x: x[0], (arr((0, 2)),))])
+        if k == 14: return "too many indices", lambda x: x[0, 0, 0], (arr((3, 2)),)
+        if k == 15: return "matmul", lambda x, y: x @ y, (arr((2, 3)), arr((2, 3)))
+        if k == 16: return "shift_left", lambda x: lax.shift_left(x, x), (arr((3,)),)
+        if k == 17: return "argmax", lambda x: mnp.argmax(x, 0), (arr((0, 3)),)
+        if k == 18: return "scatter", lambda x, i, u: lax.scatter(x, i, u, lax.ScatterDimensionNumbers((1,), (0,), (0,))), (arr((4, 3)), arr((2, 1), np.int32), arr((2, 5)))
+        if k == 19: return "select_n", lambda p, x, y: lax.select_n(p, x, y), (arr(a + (3,), bool), arr((2, 7)), arr((2, 7)))
+        if k == 20: return "squeeze", lambda x: mnp.squeeze(x, 1), (arr((2, 3)),)
+        return "broadcast", lambda x: mnp.broadcast_to(x, (2, 2)), (arr((3,)),)
+
+    failures = []
+    n = int(sys.argv[1])
+    for j in range(n):
+        name, fn, args = case()
+        try:
+            minixla.jit(fn, backend=rng.choice(["llvm", "jax"]))(*args)
+        except (MinixlaError, IndexError, TypeError) as e:
+            msg = str(e)
+            if not isinstance(e, (MinixlaError, IndexError)):
+                failures.append(f"{name}: not a minixla error: {type(e).__name__}: {msg[:200]}")
+            elif name not in msg or "<string>" not in msg and "bad_calls" not in msg:
+                failures.append(f"{name}: message lacks the op or the user line: {msg[:300]}")
+        except Exception as e:
+            failures.append(f"{name}: {type(e).__name__}: {traceback.format_exc()[-400:]}")
+        else:
+            shapes = [getattr(x, "shape", None) for x in args]
+            failures.append(f"{name}: no error for {shapes}")
+    print(json.dumps({"n": n, "failures": failures[:20], "n_failures": len(failures)}))
+''')
+
+
+def test_malformed_calls_raise_minixla_errors(tmp_path):
+    script = tmp_path / "bad_calls.py"
+    script.write_text(BAD_CALLS_SCRIPT)
+    r = subprocess.run([sys.executable, str(script), str(N_BAD_CALLS), "0"], capture_output=True, text=True,
+                       timeout=600, cwd=os.path.dirname(os.path.dirname(__file__)))
+    assert r.returncode == 0, f"the process crashed (rc={r.returncode}):\n{r.stderr[-3000:]}"
+    report = json.loads(r.stdout.strip().splitlines()[-1])
+    assert report["n"] == N_BAD_CALLS and report["n_failures"] == 0, report
