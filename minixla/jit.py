@@ -12,6 +12,7 @@ JAX keys its own cache; a new shape or dtype traces and compiles again.
 from __future__ import annotations
 
 import functools
+import inspect
 import gc
 import os
 import time
@@ -248,6 +249,19 @@ class Jitted:
         self.donate_argnums = as_tuple(donate_argnums)
         self.static_argnums = as_tuple(static_argnums)
         self.static_argnames = as_tuple(static_argnames)
+        # As jax.jit: a static argument may be passed either way, so each of static_argnums and
+        # static_argnames implies the other through the function's signature.
+        try:
+            params = [p for p in inspect.signature(fun).parameters.values()
+                      if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        except (TypeError, ValueError):  # builtins without a signature
+            params = []
+        names = [p.name for p in params if p.kind is p.POSITIONAL_OR_KEYWORD]
+        self.static_argnames += tuple(params[i].name for i in self.static_argnums
+                                      if -len(params) <= i < len(params) and params[i].name in names
+                                      and params[i].name not in self.static_argnames)
+        self.static_argnums += tuple(names.index(n) for n in self.static_argnames
+                                     if n in names and names.index(n) not in self.static_argnums)
         self._cache: dict = {}
         functools.update_wrapper(self, fun)
 

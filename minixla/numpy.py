@@ -262,6 +262,17 @@ def true_divide(x1, x2, /):
 divide = true_divide
 
 
+def _div_by_constant(x, c):
+    """``x / c`` for a constant ``c``, as JAX eager computes it inside ``jax.numpy``: those
+    functions are jitted, and XLA rewrites ``x / C`` into ``x * (1 / C)`` (``1 / C`` rounded to
+    the dtype), which can be an ulp away from the division. ``mean``, ``var`` and
+    ``round(x, decimals)`` use this, so ``mean`` and ``round`` are JAX's bit for bit."""
+    dt = get_aval(x).dtype
+    with np.errstate(divide="ignore"):
+        inv = np.asarray(1, dt) / np.asarray(c).astype(dt)
+    return lax.mul(x, np.asarray(inv, dt)[()])
+
+
 def _float_divmod(x1, x2):
     # Python's float divmod (CPython's float_divmod), as jax.numpy computes it.
     mod = lax.rem(x1, x2)
@@ -461,7 +472,7 @@ def round(a, decimals=0):  # noqa: A001 (numpy's name)
     if decimals == 0:
         return lax.round(a, lax.RoundingMethod.TO_NEAREST_EVEN)
     factor = _cast(10 ** decimals, dt)
-    return true_divide(lax.round(multiply(a, factor), lax.RoundingMethod.TO_NEAREST_EVEN), factor)
+    return _div_by_constant(lax.round(multiply(a, factor), lax.RoundingMethod.TO_NEAREST_EVEN), factor)
 
 
 around = round
@@ -822,7 +833,7 @@ def mean(a, axis=None, dtype=None, out=None, keepdims=False, where=None):
         dt = canonicalize_dtype(dtype)
     comp = _upcast_f16(dt)
     s = sum(a, axes, dtype=comp, keepdims=keepdims)
-    return _cast(lax.div(s, _cast(n, comp)), dt)
+    return _cast(_div_by_constant(s, n), dt)
 
 
 def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, where=None, correction=None):
@@ -840,8 +851,7 @@ def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, where=None, 
     a_mean = mean(a, axes, dtype=comp, keepdims=True)
     centered = lax.integer_pow(subtract(a, a_mean), 2)
     n = math.prod(aval.shape[i] for i in axes)
-    normalizer = _cast(n - correction, comp)
-    result = lax.div(sum(centered, axes, dtype=comp, keepdims=keepdims), normalizer)
+    result = _div_by_constant(sum(centered, axes, dtype=comp, keepdims=keepdims), n - correction)
     result = _cast(result, dt)
     return result if n - correction > 0 else full_like(result, np.nan, dt)
 

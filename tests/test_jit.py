@@ -69,3 +69,12 @@ def test_static_and_donated_together():
     np.testing.assert_array_equal(f(3, np.ones(4, f32)), np.full(4, 3, f32))
     with pytest.raises(ValueError, match="both static and donated"):
         minixla.jit(lambda n, x: x * n, static_argnums=0, donate_argnums=0)(3, np.ones(4, f32))
+
+
+def test_static_argnum_passed_by_keyword_and_argname_passed_by_position():
+    def f(x, n):
+        return x * n if n > 1 else x
+    a = np.ones(3, f32)
+    np.testing.assert_array_equal(minixla.jit(f, static_argnums=1)(a, n=3), a * 3)
+    np.testing.assert_array_equal(minixla.jit(f, static_argnames="n")(a, 3), a * 3)
+    np.testing.assert_array_equal(minixla.jit(f, static_argnums=-1)(a, 1), a)

@@ -174,3 +174,15 @@ def _reduce_window(instr, x, init):
 
 
 jax_rules["reduce-window"] = _reduce_window
+
+
+def _divide(instr, x, y):
+    # XLA's simplifier turns `x / constant` into `x * (1 / constant)`, one ulp off the divide JAX
+    # eager computes; the barrier hides the divisor's value from it. Integer division keeps
+    # XLA's semantics (x / 0 = -1, INT_MIN / -1 = INT_MIN) and needs no barrier.
+    if np.dtype(instr.shape.dtype).kind == "f" or instr.shape.dtype.name == "bfloat16":
+        y = lax.optimization_barrier(y)
+    return lax.div(x, y)
+
+
+jax_rules["divide"] = _divide
