@@ -110,7 +110,9 @@ def test_softmax_and_layernorm_are_at_most_three_kernels(shape):
     m, _ = fused(softmax, x, row_fusion_bytes=0)
     assert kinds(m) == ["reduce", "kInput", "kLoop"]
     m, _ = fused(layernorm, x, g, b, row_fusion_bytes=0)
-    assert kinds(m) == ["kInput", "kInput", "kLoop"]
+    # The mean is sum(x) * (1/n) (JAX's rounding); the cheap multiply is recomputed in its
+    # users (rule 4), so the first reduce runs alone.
+    assert kinds(m) == ["reduce", "kInput", "kLoop"]
 
 
 def test_softmax_recomputes_exp_instead_of_storing_it():

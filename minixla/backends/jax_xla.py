@@ -41,7 +41,10 @@ jax_rules["slice"] = lambda instr, x: lax.slice(x, *map(list, zip(*instr.attrs["
     if instr.attrs["slice"] else x
 jax_rules["iota"] = lambda instr: lax.broadcasted_iota(instr.shape.dtype, instr.shape.dims,
                                                       instr.attrs["iota_dimension"])
-jax_rules["constant"] = lambda instr: jnp.asarray(instr.literal)
+# Constants go through an optimization barrier: XLA's simplifier would otherwise rewrite
+# `0.0 + x` to `x` (wrong for x = -0.0) and `x / C` to `x * (1 / C)` (an ulp off), while JAX
+# eager, the reference, runs each op on its own. The hand-off must compute what the HLO says.
+jax_rules["constant"] = lambda instr: lax.optimization_barrier(jnp.asarray(instr.literal))
 jax_rules["tuple"] = lambda instr, *xs: tuple(xs)
 
 _REDUCERS = {"add": lax.add, "maximum": lax.max, "minimum": lax.min}
@@ -175,14 +178,3 @@ def _reduce_window(instr, x, init):
 
 jax_rules["reduce-window"] = _reduce_window
 
-
-def _divide(instr, x, y):
-    # XLA's simplifier turns `x / constant` into `x * (1 / constant)`, one ulp off the divide JAX
-    # eager computes; the barrier hides the divisor's value from it. Integer division keeps
-    # XLA's semantics (x / 0 = -1, INT_MIN / -1 = INT_MIN) and needs no barrier.
-    if np.dtype(instr.shape.dtype).kind == "f" or instr.shape.dtype.name == "bfloat16":
-        y = lax.optimization_barrier(y)
-    return lax.div(x, y)
-
-
-jax_rules["divide"] = _divide

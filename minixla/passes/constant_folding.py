@@ -22,6 +22,7 @@ instruction is folded only when all of these hold:
 """
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 
 from minixla.hlo.evaluator import evaluate_instruction, is_float
@@ -43,7 +44,7 @@ def _has_subnormal_or_tiny(x: np.ndarray) -> bool:
     if not is_float(x.dtype) or x.size == 0:
         return False
     a = np.abs(x.astype(np.float64))
-    tiny = float(np.finfo(x.dtype).smallest_normal)
+    tiny = float(ml_dtypes.finfo(x.dtype).smallest_normal)  # (np.finfo rejects bfloat16)
     return bool(np.any((a > 0) & (a <= tiny)))
 
 
