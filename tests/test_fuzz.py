@@ -22,7 +22,9 @@
    fused ``0.0 + x`` without honouring signed zeros (it gives -0.0 for x = -0.0 where JAX
    eager's lone add gives +0.0), which a replay through ``jax.jit`` cannot prevent.
 
-   ``MINIXLA_FUZZ_EXAMPLES`` sets the number of programs (default 25 for CI); a failing program
+   ``MINIXLA_FUZZ_EXAMPLES`` sets the number of programs (default 25 for CI; the same programs
+   every run unless ``MINIXLA_FUZZ_RANDOM=1``, then split a deep run over processes with
+   ``--hypothesis-seed=N``); a failing program
    is printed as its op list, shrunk by hypothesis. Every mismatch found so far is pinned in
    ``test_regressions``.
 
@@ -53,6 +55,9 @@ from minixla import lax as mlax
 
 N_EXAMPLES = int(os.environ.get("MINIXLA_FUZZ_EXAMPLES", "25"))
 N_BAD_CALLS = int(os.environ.get("MINIXLA_FUZZ_BAD_CALLS", "200"))
+#: CI runs the same programs every time; MINIXLA_FUZZ_RANDOM=1 draws new ones (with pytest's
+#: ``--hypothesis-seed=N`` a deep run can be split over processes with different seeds).
+DERANDOMIZE = not os.environ.get("MINIXLA_FUZZ_RANDOM")
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 DTYPES = [np.dtype(d) for d in (np.float32, np.float32, np.int32, np.int8, np.uint8, np.bool_, np.float16)] + [BF16]
@@ -399,7 +404,7 @@ def run_program(inputs, program, outputs, vals):
                     signed_zeros=backend == "llvm")
 
 
-@settings(max_examples=N_EXAMPLES, deadline=None, derandomize=True, print_blob=True,
+@settings(max_examples=N_EXAMPLES, deadline=None, derandomize=DERANDOMIZE, print_blob=True,
           suppress_health_check=list(HealthCheck))
 @given(programs(), st.data())
 def test_random_programs(prog, data):
