@@ -253,10 +253,28 @@ def logical_not(x, /):
 
 
 def true_divide(x1, x2, /):
-    """``x1 / x2`` always in floating point (``jnp.true_divide``): integers promote to float."""
+    """``x1 / x2`` always in floating point (``jnp.true_divide``): integers promote to float.
+
+    A divisor that is broadcast (a scalar, a row or a column) is inverted once and multiplied:
+    ``x1 * broadcast(1 / x2)``. This is what XLA's algebraic simplifier does to the
+    ``div(x, broadcast(y))`` that ``jnp.true_divide`` compiles to, so it is what JAX eager
+    returns (up to 1 ulp away from a correctly rounded division); equal shapes divide exactly.
+    """
     x1, x2 = _promote_inexact(_arr(x1), _arr(x2))
+    out_shape = broadcast_shapes(get_aval(x1).shape, get_aval(x2).shape)
+    if get_aval(x2).shape != out_shape and out_shape != ():
+        one = _cast(1, get_aval(x2).dtype, get_aval(x2).weak_type)
+        return multiply(x1, lax.div(one, x2) if isinstance(x2, Tracer) else _reciprocal_const(x2))
     x1, x2 = _broadcast_args(x1, x2)
     return lax.div(x1, x2)
+
+
+def _reciprocal_const(x):
+    """1/x of a concrete divisor, rounded once in its own dtype, as XLA folds it."""
+    arr = np.asarray(x)
+    with np.errstate(all="ignore"):
+        r = (np.ones((), arr.dtype) / arr).astype(arr.dtype)
+    return WeakScalar(r[()]) if isinstance(x, WeakScalar) else (r[()] if arr.ndim == 0 else r)
 
 
 divide = true_divide

@@ -140,7 +140,8 @@ CHECK: reduce({{.*}}), dimensions={1}, to_apply=%region_max
 CHECK: broadcast(
 CHECK: exponential(
 CHECK: reduce({{.*}}), dimensions={1}, to_apply=%region_add
-CHECK: ROOT %divide
+CHECK: divide(
+CHECK: ROOT %multiply
 CHECK: ENTRY
 CHECK: ROOT %fusion{{.*}} = f32[4,8]{1,0} fusion(%p0), kind=kInput, calls=%fused_computation
 """)

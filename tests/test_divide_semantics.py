@@ -1,0 +1,33 @@
+"""Regression (deep fuzz find): ``x / y`` with a broadcast divisor equals JAX eager bit for bit.
+
+JAX eager compiles ``jnp.true_divide`` to ``div(x, broadcast(y))``, which XLA's algebraic
+simplifier turns into ``x * broadcast(1 / y)``: up to 1 ulp from a correctly rounded division.
+"""
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import minixla
+import minixla.numpy as mnp
+
+f32 = np.float32
+
+
+@pytest.mark.parametrize("backend", ["llvm", "jax"])
+def test_fuzz_find_scalar_divisor(backend):
+    x, y = np.array([11.25, np.nan], f32), np.array(-15.5, f32)
+    got = minixla.jit(mnp.true_divide, backend=backend)(x, y)
+    np.testing.assert_array_equal(got, np.array([-0.7258064, np.nan], f32))  # JAX eager's value
+    assert got[0] != (x / y)[0]  # not the correctly rounded -0.7258065
+
+
+@pytest.mark.parametrize("backend", ["llvm", "jax"])
+@pytest.mark.parametrize("yshape", [(), (7,), (64, 1), (64, 7)])
+def test_broadcast_divisor_matches_jax_eager(backend, yshape):
+    rng = np.random.default_rng(1)
+    x = (rng.standard_normal((64, 7)) * 10).astype(f32)
+    y = rng.standard_normal(yshape).astype(f32)
+    want = np.asarray(jnp.true_divide(x, y))
+    np.testing.assert_array_equal(minixla.jit(lambda a, b: a / b, backend=backend)(x, y), want)
+    np.testing.assert_array_equal(minixla.jit(lambda a: a / 3.3, backend=backend)(x),
+                                  np.asarray(jnp.true_divide(x, 3.3)))
