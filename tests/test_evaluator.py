@@ -164,3 +164,14 @@ def test_subnormals_flush_like_jax_eager(opcode, ref):
     hlo_x = [x] if opcode not in ("add", "multiply", "maximum") else \
         [x, np.ones_like(x) if opcode == "multiply" else np.zeros_like(x)]
     assert same_bits(run(opcode, hlo_x, "f32"), eager(ref, x))
+
+
+def test_flush_denormals_accepts_bfloat16():
+    """Regression (deep fuzz find): np.finfo rejects bfloat16, the evaluator crashed on it."""
+    import ml_dtypes
+    from minixla.hlo.evaluator import flush_denormals
+    x = np.array([1e-39, -1e-39, 1.0], ml_dtypes.bfloat16)
+    out = flush_denormals(x)
+    assert out.dtype == x.dtype
+    np.testing.assert_array_equal(out.astype(np.float32), [0.0, -0.0, 1.0])
+    assert np.signbit(out.astype(np.float32)[1])

@@ -26,6 +26,7 @@ few ulp. Evaluating those opcodes is for tests and debugging, not for rewriting 
 """
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 
 from minixla.core.errors import UnsupportedError
@@ -97,7 +98,7 @@ def flush_denormals(x):
     x = np.asarray(x)
     if x.dtype.name not in _FLUSHED_TYPES or x.size == 0:
         return x
-    tiny = np.finfo(x.dtype).smallest_normal
+    tiny = ml_dtypes.finfo(x.dtype).smallest_normal  # (np.finfo rejects bfloat16)
     wide = x.astype(np.float64)
     sub = (wide != 0) & (np.abs(wide) < float(tiny))
     if not sub.any():
