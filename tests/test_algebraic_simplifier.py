@@ -250,3 +250,35 @@ def test_simplifier_keeps_jitted_results_exact():
     with jax.disable_jit():
         want = np.asarray(f(jnp.asarray(x), jnp))
     assert same_bits(compiled(x), want)
+
+
+# --- A13: dot with extent-1 contraction --------------------------------------------------
+
+@pytest.mark.parametrize("backend", ["llvm", "jax"])
+def test_a13_degenerate_dot_keeps_the_sign_of_a_negative_zero_product(backend):
+    """Regression (deep fuzz find): (2,1) @ (1,) with a zero rhs gave +0.0 where JAX gives -0.0."""
+    import minixla
+    x = np.array([[11.25], [-4.75]], np.float32)
+    y = np.array([0.0], np.float32)
+    got = minixla.jit(lambda a, b: a @ b, backend=backend)(x, y)
+    np.testing.assert_array_equal(got, [0.0, -0.0])
+    assert not np.signbit(got[0]) and np.signbit(got[1])
+
+
+def test_a13_rewrites_batched_degenerate_dot_and_keeps_values():
+    import minixla
+    from minixla import lax
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((3, 4, 1)).astype(np.float32)
+    b = rng.standard_normal((3, 1, 5)).astype(np.float32)
+    f = lambda a, b: lax.dot_general(a, b, (((2,), (1,)), ((0,), (0,))))
+    compiled = minixla.jit(f).lower(a, b).compile()
+    assert not any(i.opcode == "dot" for i in compiled.hlo_module.entry.instructions)
+    np.testing.assert_array_equal(compiled(a, b), np.einsum("bik,bkj->bij", a, b))
+
+
+def test_a13_negative_contraction_of_extent_two_is_untouched():
+    import minixla
+    m = minixla.jit(lambda a, b: a @ b).lower(np.ones((3, 2), np.float32), np.ones((2, 4), np.float32)).compile()
+    assert "dot" in [k["kind"] for k in m.kernels()] or any(
+        "dot" in k["opcodes"] for k in m.kernels())

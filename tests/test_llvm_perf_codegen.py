@@ -51,7 +51,8 @@ def close_to_jax(out, ref, k):
 def test_matmul_edge_tiles(m, k, n):
     x, w = randn(m, k), randn(k, n)
     exe = compiled(lambda a, b: mnp.matmul(a, b), x, w)
-    assert exe.kernels()[0]["strategy"] == "gemm"
+    # k == 1: the simplifier's rule A13 turns the dot into a multiply of broadcasts.
+    assert exe.kernels()[0]["strategy"] == ("gemm" if k > 1 else "loop")
     close_to_jax(exe(x, w)[0], jnp.matmul(x, w), k)
 
 

@@ -35,6 +35,12 @@ Arithmetic
   A12 convert(x) to x's own dtype -> x  a no-op. (convert(convert(x)) is not simplified:
                                         narrowing then widening loses information.)
 
+  A13 dot(a, b) whose contracting dims all have extent 1 -> multiply(broadcast(a'), broadcast(b'))
+                                        (a', b': a and b without the extent-1 dims, batch dims
+                                        first). Each output element is one product a*b, exactly
+                                        XLA's definition; a GEMM would add it to a +0.0
+                                        accumulator and lose the sign of a -0.0 product.
+
 Shapes (data movement only, so exact for every value)
   S1  reshape(x) to x's own dims -> x; reshape(reshape(x)) -> reshape(x)
   S2  transpose(x) by the identity -> x; transpose(transpose(x)) -> transpose(x) by the
@@ -284,6 +290,32 @@ class AlgebraicSimplifier(HloPass):
                               dimensions=tuple(dims[d] for d in inner))
         return None
 
+    def dot(self, instr):
+        """A13."""
+        lhs, rhs = instr.operands
+        a = instr.attrs
+        lc, rc = a["lhs_contracting_dims"], a["rhs_contracting_dims"]
+        if any(lhs.shape.dims[d] != 1 for d in lc) or instr.shape.dtype != lhs.shape.dtype:
+            return None
+        nb = len(a["lhs_batch_dims"])
+        nlf = lhs.shape.rank - nb - len(lc)
+        lhs_b = self._degenerate_dot_operand(lhs, a["lhs_batch_dims"], lc, range(nb + nlf), instr)
+        rhs_b = self._degenerate_dot_operand(rhs, a["rhs_batch_dims"], rc,
+                                             list(range(nb)) + list(range(nb + nlf, instr.shape.rank)), instr)
+        return self._emit("multiply", instr.shape, [lhs_b, rhs_b], instr)
+
+    def _degenerate_dot_operand(self, x, batch, contracting, out_dims, like):
+        """``x`` without its contracting dims, batch dims first, broadcast to the dot's output."""
+        kept = [d for d in range(x.shape.rank) if d not in contracting]
+        if contracting:
+            x = self._emit("reshape", Shape(x.shape.dtype, [x.shape.dims[d] for d in kept]), [x], like)
+        order = [kept.index(d) for d in batch] + [i for i, d in enumerate(kept) if d not in batch]
+        if order != sorted(order):
+            x = self._emit("transpose", Shape(x.shape.dtype, [x.shape.dims[i] for i in order]), [x], like,
+                           dimensions=tuple(order))
+        return self._emit("broadcast", Shape(x.shape.dtype, like.shape.dims), [x], like,
+                          dimensions=tuple(out_dims))
+
     def _of_scalar_broadcast(self, instr):
         x, = instr.operands
         if x.opcode == "broadcast" and x.operands[0].shape.rank == 0:
@@ -309,5 +341,5 @@ _RULES = {
     "compare": AlgebraicSimplifier.compare, "select": AlgebraicSimplifier.select,
     "convert": AlgebraicSimplifier.convert, "reshape": AlgebraicSimplifier.reshape,
     "transpose": AlgebraicSimplifier.transpose, "slice": AlgebraicSimplifier.slice,
-    "broadcast": AlgebraicSimplifier.broadcast,
+    "broadcast": AlgebraicSimplifier.broadcast, "dot": AlgebraicSimplifier.dot,
 }
