@@ -31,3 +31,13 @@ def test_broadcast_divisor_matches_jax_eager(backend, yshape):
     np.testing.assert_array_equal(minixla.jit(lambda a, b: a / b, backend=backend)(x, y), want)
     np.testing.assert_array_equal(minixla.jit(lambda a: a / 3.3, backend=backend)(x),
                                   np.asarray(jnp.true_divide(x, 3.3)))
+
+
+@pytest.mark.parametrize("backend", ["llvm", "jax"])
+def test_cumsum_over_a_length_one_axis_keeps_negative_zero(backend):
+    """Regression (deep fuzz find): cumsum(-0.0) gave 0.0; JAX eager returns x unchanged."""
+    for x in (np.array(-0.0, f32), np.full((3, 1), -0.0, f32)):
+        got = minixla.jit(lambda a: mnp.cumsum(a, axis=None if a.ndim == 0 else 1), backend=backend)(x)
+        assert np.signbit(got).all()
+    got = minixla.jit(lambda a: mnp.cumsum(a), backend=backend)(np.full(3, -0.0, f32))
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(np.asarray(jnp.cumsum(np.full(3, -0.0, f32)))))

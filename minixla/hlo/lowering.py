@@ -440,7 +440,9 @@ def _cumulative(opcode):
         pad = tuple(((0, n - 1) if reverse else (n - 1, 0)) if d == axis else (0, 0)
                     for d in range(len(dims)))
         ones = (1,) * len(dims)
-        if n == 0:
+        if n <= 1:
+            # Nothing to accumulate: x itself (XLA also drops a size-1 reduce-window, so JAX
+            # eager returns x unchanged: cumsum(-0.0) is -0.0, not 0.0 + -0.0).
             return x
         init = ctx.constant(reduction_init(opcode, x.shape.dtype), x.shape.dtype)
         window = dict(size=size, stride=ones, pad=pad, lhs_dilate=ones, rhs_dilate=ones)
