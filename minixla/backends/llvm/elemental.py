@@ -140,20 +140,27 @@ def binary_op(b: ir.IRBuilder, opcode: str, dtype, x, y, fastmath=()):
     raise UnsupportedError(f"the LLVM backend does not support the HLO opcode '{opcode}' on {dtype.name}")
 
 
-def _int_remainder(b, dtype, x, y):
-    """Truncating remainder (sign of the dividend) with XLA's answers where LLVM's ``srem``/``urem``
-    are undefined: x % 0 = x and INT_MIN % -1 = 0 (a safe divisor of 1 gives that 0)."""
+def _safe_divisor(b, dtype, opname, x, y):
+    """``(by_zero, safe)``: ``y`` with 1 in the lanes where LLVM's integer division or remainder
+    is undefined (y == 0, and INT_MIN / -1 for signed types), so no lane traps; the caller then
+    selects XLA's defined answer there. No branch, so the loop still vectorizes."""
     if T.is_pred(dtype):
-        raise UnsupportedError("the LLVM backend does not support 'remainder' on bool")
+        raise UnsupportedError(f"the LLVM backend does not support '{opname}' on bool")
     ty = x.type
     by_zero = b.icmp_unsigned("==", y, ir.Constant(ty, 0))
-    one, all_ones = ir.Constant(ty, 1), ir.Constant(ty, -1)
+    undefined = by_zero
     if T.is_signed(dtype):
         int_min = ir.Constant(ty, -(1 << (ty.width - 1)))
-        overflow = b.and_(b.icmp_signed("==", x, int_min), b.icmp_signed("==", y, all_ones))
-        r = b.srem(x, b.select(b.or_(by_zero, overflow), one, y))
-    else:
-        r = b.urem(x, b.select(by_zero, one, y))
+        overflow = b.and_(b.icmp_signed("==", x, int_min), b.icmp_signed("==", y, ir.Constant(ty, -1)))
+        undefined = b.or_(by_zero, overflow)
+    return by_zero, b.select(undefined, ir.Constant(ty, 1), y)
+
+
+def _int_remainder(b, dtype, x, y):
+    """Truncating remainder (sign of the dividend) with XLA's answers where LLVM's ``srem``/``urem``
+    are undefined: x % 0 = x and INT_MIN % -1 = 0 (the safe divisor 1 gives that 0)."""
+    by_zero, safe = _safe_divisor(b, dtype, "remainder", x, y)
+    r = b.srem(x, safe) if T.is_signed(dtype) else b.urem(x, safe)
     return b.select(by_zero, x, r)
 
 
@@ -187,21 +194,10 @@ def libm_call(b: ir.IRBuilder, name: str, args):
 
 def _int_divide(b, dtype, x, y):
     """Truncating division with XLA's answers where LLVM's ``sdiv``/``udiv`` are undefined:
-    x/0 = -1 (all ones) and INT_MIN/-1 = INT_MIN. We divide by a safe divisor (1) in those
-    lanes and select the defined answer: no branch, so the loop still vectorizes."""
-    if T.is_pred(dtype):
-        raise UnsupportedError("the LLVM backend does not support 'divide' on bool")
-    ty = x.type
-    by_zero = b.icmp_unsigned("==", y, ir.Constant(ty, 0))
-    one, all_ones = ir.Constant(ty, 1), ir.Constant(ty, -1)
-    if T.is_signed(dtype):
-        int_min = ir.Constant(ty, -(1 << (ty.width - 1)))
-        overflow = b.and_(b.icmp_signed("==", x, int_min), b.icmp_signed("==", y, all_ones))
-        safe = b.select(b.or_(by_zero, overflow), one, y)
-        q = b.sdiv(x, safe)  # INT_MIN / 1 == INT_MIN: the overflow answer
-    else:
-        q = b.udiv(x, b.select(by_zero, one, y))
-    return b.select(by_zero, all_ones, q)
+    x/0 = -1 (all ones) and INT_MIN/-1 = INT_MIN (INT_MIN / the safe divisor 1)."""
+    by_zero, safe = _safe_divisor(b, dtype, "divide", x, y)
+    q = b.sdiv(x, safe) if T.is_signed(dtype) else b.udiv(x, safe)
+    return b.select(by_zero, ir.Constant(x.type, -1), q)
 
 
 _FCMP = {"EQ": ("==", True), "NE": ("!=", False), "LT": ("<", True), "LE": ("<=", True),
