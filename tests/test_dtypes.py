@@ -105,6 +105,19 @@ def test_narrow_float_chains_round_after_every_op(dtype, backend, rng):
                       backends=(backend,))
 
 
+def test_bf16_intermediate_is_rounded_before_an_f32_op(backend):
+    # Deep-fuzz find: XLA keeps a bf16 intermediate of a fusion in f32 unless xla_allow_excess_precision
+    # is off. square(bf16(15.875)) = 252.015625 rounds to bf16 252.0, so + 0.125 is 252.125 in JAX eager;
+    # the jax hand-off gave 252.140625.
+    f = lambda a, b: mnp.square(a.astype(bf16)) + b  # noqa: E731
+    out = run(f, np.array([15.875], f32), np.array([0.125], f32), backend=backend)
+    assert out.dtype == f32 and out.tolist() == [252.125]
+    x = np.linspace(10, 20, 1001).astype(f32)
+    with jax.disable_jit():
+        want = np.asarray(jnp.square(jnp.asarray(x).astype(bf16)) + jnp.full_like(x, 0.125))
+    np.testing.assert_array_equal(run(f, x, np.full_like(x, 0.125), backend=backend), want)
+
+
 @pytest.mark.parametrize("dtype", [f16, bf16], ids=["f16", "bf16"])
 def test_narrow_float_transcendentals_and_reductions(dtype, backend, rng):
     x = (rng.standard_normal((4, 50)) * 2).astype(dtype)

@@ -95,6 +95,10 @@ def evaluate_computation(comp, args):
     return env[comp.root]
 
 
+#: XLA debug options for every compile (xla/debug_options_flags.cc).
+COMPILER_OPTIONS = {"xla_allow_excess_precision": False}
+
+
 class JaxExecutable:
     """A module compiled by real XLA through ``jax.jit``. Call with numpy arrays; returns a list."""
 
@@ -108,7 +112,9 @@ class JaxExecutable:
             return list(out) if entry.root.opcode == "tuple" else [out]
         specs = [jax.ShapeDtypeStruct(p.shape.dims, p.shape.dtype) for p in entry.parameters]
         t0 = time.perf_counter()
-        self._compiled = jax.jit(run).lower(*specs).compile()
+        # XLA keeps f16/bf16 intermediates of a fusion in f32 unless told not to; JAX eager rounds
+        # after every op, and so do we (a bf16 square then + f32 gave 251.5 instead of 251.25).
+        self._compiled = jax.jit(run).lower(*specs).compile(COMPILER_OPTIONS)
         self.compile_ms = (time.perf_counter() - t0) * 1e3
 
     def __call__(self, *args):
