@@ -454,6 +454,30 @@ def test_regressions():
         # uint8 x.at[i].set(-1.5): the update converts like XLA's convert (saturating), to 0
         (lambda np_, a: a.astype(np_.uint8).at[0].set(-1.5), np.array([7.0, 3.0], np.float32),
          np.array([0, 3], np.uint8)),
+        # a static out-of-range int index clamps, as JAX's gather does (no IndexError on a jnp array)
+        (lambda np_, a: a[5], np.arange(3, dtype=np.float32), np.array(2.0, np.float32)),
+        (lambda np_, a: a[-4], np.arange(3, dtype=np.float32), np.array(0.0, np.float32)),
+        (lambda np_, a: a[np.array([5, -7, 1])], np.arange(3, dtype=np.float32), np.array([2.0, 0.0, 1.0], np.float32)),
+        # an out-of-range .at[] update is dropped (scatter mode 'drop')
+        (lambda np_, a: a.at[7].set(9.0), np.arange(3, dtype=np.float32), np.array([0.0, 1.0, 2.0], np.float32)),
+        (lambda np_, a: a.at[np.array([0, 7])].add(9.0), np.arange(3, dtype=np.float32),
+         np.array([9.0, 1.0, 2.0], np.float32)),
+        # bool operands: add is logical or; floor_divide, remainder and shifts compute in int32
+        (lambda np_, a: np_.add(a > 0, a < 1), np.array([-1.0, 0.5, 2.0], np.float32), np.array([True] * 3)),
+        (lambda np_, a: np_.floor_divide(a > 0, a < 1), np.array([-1.0, 0.5, 2.0], np.float32),
+         np.array([0, 1, -2], np.int32)),
+        (lambda np_, a: np_.remainder(a > 0, a < 1), np.array([-1.0, 0.5, 2.0], np.float32),
+         np.array([0, 0, 0], np.int32)),
+        (lambda np_, a: np_.left_shift(a > 0, a < 1), np.array([-1.0, 0.5, 2.0], np.float32),
+         np.array([0, 2, 1], np.int32)),
+        (lambda np_, a: np_.right_shift(a > 0, a < 1), np.array([-1.0, 0.5, 2.0], np.float32),
+         np.array([0, 0, 1], np.int32)),
+        (lambda np_, a: np_.rint(a > 0), np.array([-1.0, 0.5, 2.0], np.float32), np.array([0.0, 1.0, 1.0], np.float32)),
+        # empty gathers: from a non-empty and from an empty operand
+        (lambda np_, a: a[np.array([], np.int32)], np.arange(3, dtype=np.float32), np.zeros(0, np.float32)),
+        (lambda np_, a: a[:, np.array([0, 2])], np.zeros((0, 3), np.float32), np.zeros((0, 2), np.float32)),
+        (lambda np_, a: np_.take(a, np.array([[]], np.int32), axis=0), np.arange(3, dtype=np.int8),
+         np.zeros((1, 0), np.int8)),
     ]
     for fn, x, want in cases:
         with jax.disable_jit():
