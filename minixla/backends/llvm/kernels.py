@@ -44,6 +44,7 @@ from llvmlite import binding as llvm_binding
 from llvmlite import ir
 
 from minixla.backends.llvm import elemental as E
+from minixla.backends.llvm import dot_library as DL
 from minixla.backends.llvm import gemm as G
 from minixla.backends.llvm import ir_types as T
 from minixla.backends.llvm.loops import Index, delinearize, for_loop, if_then, linearize, loop_nest, row_major_strides
@@ -375,6 +376,33 @@ def gemm_for_dot(kb, dot, root):
                   kb.threads)
 
 
+def dot_library_params(kb, dot):
+    """The ``dot_library.Params`` of a dot that can call the precompiled routine (both
+    operands kernel arguments, K, M, N and each batch dimension one stride apiece), or None."""
+    lhs, rhs = dot.operands
+    if lhs not in kb.buffers or rhs not in kb.buffers or kb.buffers[rhs] is kb.out or kb.buffers[lhs] is kb.out:
+        return None
+    lb, lc, lf, rb, rc, rf = E.dot_parts(dot)
+    strides = [_merged_stride(lhs, lf), _merged_stride(lhs, lc), _merged_stride(rhs, rc), _merged_stride(rhs, rf)]
+    if None in strides:
+        return None
+    lst, rst = _strides(lhs), _strides(rhs)
+    batch = [(lhs.shape.dims[l], lst[l], rst[r]) for l, r in zip(lb, rb) if lhs.shape.dims[l] != 1]
+    if len(batch) > DL.MAX_BATCH_DIMS:
+        return None
+    dims = lambda op, ds: math.prod(op.shape.dims[d] for d in ds)  # noqa: E731
+    return DL.Params(dims(lhs, lf), dims(rhs, rf), dims(lhs, lc), *strides, batch)
+
+
+def emit_library_dot(kb: _KernelBuilder, g: G.Gemm, params, dot):
+    """A plain dot: one call of the precompiled GEMM routine (``dot_library.py``)."""
+    kb.kernel.strategy = "gemm-library"
+    kb.kernel.units = g.units
+    kb.kernel.cost_ns = g.flops * _NS_PER_FLOP
+    lhs, rhs = dot.operands
+    DL.emit_call(kb.builder, g, params, kb.buffers[lhs], kb.buffers[rhs], kb.out, kb.lo, kb.hi)
+
+
 def gemm_for_convolution(kb, conv, root):
     """The ``gemm.Gemm`` of a float convolution with the input features innermost in the
     input and the output features innermost in the output (NHWC-like), no groups and no
@@ -664,7 +692,11 @@ def _emit_body(kb: _KernelBuilder, root):
             return
         g = gemm_for_dot(kb, core, root)
         if g is not None:
-            emit_gemm(kb, g)
+            params = dot_library_params(kb, core) if root is core else None
+            if params is not None:
+                emit_library_dot(kb, g, params, core)
+            else:
+                emit_gemm(kb, g)
             return
         if dot_row_strategy_ok(core):
             emit_dot(kb, core, root)
