@@ -454,6 +454,9 @@ def test_regressions():
         # uint8 x.at[i].set(-1.5): the update converts like XLA's convert (saturating), to 0
         (lambda np_, a: a.astype(np_.uint8).at[0].set(-1.5), np.array([7.0, 3.0], np.float32),
          np.array([0, 3], np.uint8)),
+        # XLA rewrites x * convert(pred) to select(pred, x, 0): the hand-off must keep inf * False = NaN
+        (lambda np_, a: np_.floor_divide(a, 0) * np_.isnan(np_.floor_divide(a, 0)), np.array([11.25], np.float32),
+         np.array([np.nan], np.float32)),
         # a static out-of-range int index clamps, as JAX's gather does (no IndexError on a jnp array)
         (lambda np_, a: a[5], np.arange(3, dtype=np.float32), np.array(2.0, np.float32)),
         (lambda np_, a: a[-4], np.arange(3, dtype=np.float32), np.array(0.0, np.float32)),

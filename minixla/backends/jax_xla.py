@@ -33,7 +33,16 @@ for _op, _fn in _SIMPLE.items():
 _COMPARE = {"EQ": lax.eq, "NE": lax.ne, "LT": lax.lt, "LE": lax.le, "GT": lax.gt, "GE": lax.ge}
 jax_rules["compare"] = lambda instr, a, b: _COMPARE[instr.attrs["direction"]](a, b)
 jax_rules["select"] = lambda instr, p, t, f: lax.select(p, t, f)
-jax_rules["convert"] = lambda instr, x: lax.convert_element_type(x, instr.shape.dtype)
+
+
+def _convert(instr, x):
+    y = lax.convert_element_type(x, instr.shape.dtype)
+    # XLA rewrites `x * convert(pred)` to `select(pred, x, 0)`: 0 for x = inf or NaN, where
+    # JAX eager (and IEEE) give NaN. A barrier keeps the multiply a multiply.
+    return lax.optimization_barrier(y) if x.dtype == np.bool_ and instr.shape.dtype != np.bool_ else y
+
+
+jax_rules["convert"] = _convert
 jax_rules["broadcast"] = lambda instr, x: lax.broadcast_in_dim(x, instr.shape.dims, instr.attrs["dimensions"])
 jax_rules["reshape"] = lambda instr, x: lax.reshape(x, instr.shape.dims)
 jax_rules["transpose"] = lambda instr, x: lax.transpose(x, instr.attrs["dimensions"])
