@@ -282,3 +282,48 @@ def test_a13_negative_contraction_of_extent_two_is_untouched():
     m = minixla.jit(lambda a, b: a @ b).lower(np.ones((3, 2), np.float32), np.ones((2, 4), np.float32)).compile()
     assert "dot" in [k["kind"] for k in m.kernels()] or any(
         "dot" in k["opcodes"] for k in m.kernels())
+
+
+# --- A14: reduce over extent-1 dims ----------------------------------------------------------
+
+REDUCE_MODULE = """HloModule t
+
+%add (a: f32[], b: f32[]) -> f32[] {
+  %a = f32[] parameter(0)
+  %b = f32[] parameter(1)
+  ROOT %s = f32[] add(%a, %b)
+}
+
+ENTRY %main (p0: f32[8,1]) -> f32[8] {
+  %p0 = f32[8,1] parameter(0)
+  %z = f32[] constant(0)
+  ROOT %r = f32[8] reduce(%p0, %z), dimensions={DIMS}, to_apply=%add
+}
+"""
+
+
+def test_a14_reduce_over_extent_one_dims_is_a_reshape():
+    changed, out = run_simplifier(REDUCE_MODULE.replace("DIMS", "1"))
+    assert changed
+    filecheck(out, "CHECK-NOT: reduce(\nCHECK: ROOT {{.*}} = f32[8]{0} reshape(%p0)")
+
+
+def test_a14_not_reduce_over_a_longer_dim():
+    text = REDUCE_MODULE.replace("DIMS", "0").replace("-> f32[8]", "-> f32[1]").replace("ROOT %r = f32[8]",
+                                                                                           "ROOT %r = f32[1]")
+    changed, out = run_simplifier(text)
+    assert not changed
+    filecheck(out, "CHECK: reduce(%p0, %z), dimensions={0}")
+
+
+@pytest.mark.parametrize("backend", ["llvm", "jax"])
+def test_a14_sum_of_one_negative_zero_is_negative_zero(backend):
+    """Regression (deep fuzz find): sum([-0.0]) gave 0.0 + -0.0 = +0.0; JAX eager gives -0.0."""
+    x = np.array([-0.0], np.float32)
+    f = lambda a: (mnp.sum(a), mnp.max(a.reshape(1, 1), axis=1), mnp.prod(a.reshape(1, 1, 1), axis=(0, 2)))  # noqa: E731
+    got = minixla.jit(f, backend=backend)(x)
+    for g in got:
+        assert g.size == 1 and g.reshape(-1)[0] == 0.0 and np.signbit(g.reshape(-1)[0])
+    # one element is moved, not added: a subnormal is not flushed either (as in JAX eager)
+    sub = np.array([1e-40], np.float32)
+    assert minixla.jit(lambda a: mnp.sum(a), backend=backend)(sub) == sub[0]

@@ -106,12 +106,17 @@ def flush_denormals(x):
     return np.where(sub, np.copysign(np.zeros((), x.dtype), x), x).astype(x.dtype)
 
 
+def _one_element_reduce(instr) -> bool:
+    """A reduce of one element per output is data movement (simplifier rule A14), not arithmetic."""
+    return instr.opcode == "reduce" and all(instr.operands[0].shape.dims[d] == 1 for d in instr.attrs["dimensions"])
+
+
 def evaluate_instruction(instr, operand_values, batched: bool = False):
     """The value of one instruction given its operands' values."""
     rule = evaluate_rules.get(instr.opcode)
     if rule is None:
         raise UnsupportedError(f"HLO evaluator: no rule for opcode '{instr.opcode}' (%{instr.name})")
-    flush = FLUSH_DENORMALS and instr.opcode not in NON_ARITHMETIC
+    flush = FLUSH_DENORMALS and instr.opcode not in NON_ARITHMETIC and not _one_element_reduce(instr)
     if flush:
         operand_values = [flush_denormals(v) for v in operand_values]
     with np.errstate(all="ignore"):  # wraparound, inf and NaN are the intended results
@@ -303,6 +308,8 @@ def _reduce(instr, x, init):
     axes = tuple(instr.attrs["dimensions"])
     keep = [d for d in range(x.ndim) if d not in axes]
     x = np.transpose(x, keep + list(axes)).reshape([x.shape[d] for d in keep] + [-1])
+    if x.shape[-1] == 1:  # one element per output: XLA drops the init (simplifier rule A14)
+        return x[..., 0]
     root = region.root
     simple = (root.opcode in _UFUNC_REDUCERS and len(region.instructions) == 3
               and all(o.opcode == "parameter" for o in root.operands))

@@ -40,6 +40,11 @@ Arithmetic
                                         first). Each output element is one product a*b, exactly
                                         XLA's definition; a GEMM would add it to a +0.0
                                         accumulator and lose the sign of a -0.0 product.
+  A14 reduce(x, init) whose reduced dims all have extent 1 -> reshape(x)
+                                        each output element is one element of x. XLA's simplifier
+                                        drops the init (it must be the reducer's identity), and so
+                                        does JAX eager, which XLA compiles op by op: sum([-0.0]) is
+                                        -0.0 (0.0 + -0.0 would be +0.0).
 
 Shapes (data movement only, so exact for every value)
   S1  reshape(x) to x's own dims -> x; reshape(reshape(x)) -> reshape(x)
@@ -304,6 +309,15 @@ class AlgebraicSimplifier(HloPass):
                                              list(range(nb)) + list(range(nb + nlf, instr.shape.rank)), instr)
         return self._emit("multiply", instr.shape, [lhs_b, rhs_b], instr)
 
+    def reduce(self, instr):
+        """A14."""
+        if len(instr.operands) != 2 or instr.shape.is_tuple:
+            return None
+        x = instr.operands[0]
+        if x.shape.dtype != instr.shape.dtype or any(x.shape.dims[d] != 1 for d in instr.attrs["dimensions"]):
+            return None
+        return self._emit("reshape", instr.shape, [x], instr)
+
     def _degenerate_dot_operand(self, x, batch, contracting, out_dims, like):
         """``x`` without its contracting dims, batch dims first, broadcast to the dot's output."""
         kept = [d for d in range(x.shape.rank) if d not in contracting]
@@ -342,4 +356,5 @@ _RULES = {
     "convert": AlgebraicSimplifier.convert, "reshape": AlgebraicSimplifier.reshape,
     "transpose": AlgebraicSimplifier.transpose, "slice": AlgebraicSimplifier.slice,
     "broadcast": AlgebraicSimplifier.broadcast, "dot": AlgebraicSimplifier.dot,
+    "reduce": AlgebraicSimplifier.reduce,
 }

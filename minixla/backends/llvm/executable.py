@@ -37,6 +37,7 @@ from llvmlite import ir
 from minixla.backends.llvm import ir_types as T
 from minixla.backends.llvm import kernel_cache
 from minixla.backends.llvm.kernels import DENORMAL_ATTRIBUTE, FLUSH_DENORMALS, emit_kernel
+from minixla.backends.llvm.loops import with_loop_ids
 from minixla.backends.llvm.runtime import thread_pool
 from minixla.backends.llvm.target import JitModule, optimized_assembly
 from minixla.core.errors import UnsupportedError
@@ -389,7 +390,9 @@ def _check_no_alias(kernel, keys):
                              "overlaps one of its inputs (kernels assume noalias)")
 
 
-def _with_denormal_attribute(text: str) -> str:
+def _kernel_text(kmod: ir.Module) -> str:
+    """A kernel module's IR text, with what llvmlite cannot emit patched in."""
+    text = with_loop_ids(str(kmod))
     if FLUSH_DENORMALS:  # llvmlite cannot add string attributes: put it on each kernel's ``define`` line
         text = re.sub(r"\) nounwind noinline\n\{", f") nounwind noinline {DENORMAL_ATTRIBUTE}\n{{", text)
     return text
@@ -419,7 +422,7 @@ def compile_module(module, assignment, num_threads: int | None = None) -> LlvmEx
         kernel = emit_kernel(kmod, instr, kernel_cache.PLACEHOLDER,
                              in_place=getattr(assignment, "in_place", {}).get(instr, ()), threads=pool.size)
         kernel.name = _kernel_name(len(kernels), instr)
-        kernel.symbol, text = kernel_cache.symbol_for(_with_denormal_attribute(str(kmod)))
+        kernel.symbol, text = kernel_cache.symbol_for(_kernel_text(kmod))
         if kernel.symbol not in used and kernel.symbol not in new_kernels:
             cached = kernel_cache.lookup(kernel.symbol)
             if cached is None:

@@ -111,7 +111,7 @@ def emit_rows(kb, root, split, reduces, classes):
             hoist_row_values(operand)
             acc = kb.alloca(T.reg_type(dtype), name="row.acc")
             b.store(kb.emitter(values).emit(init, Index(b, (), multi=[])), acc)
-            with for_loop(b, 0, cols, "c") as c:
+            with for_loop(b, 0, cols, "c", interleave=_interleave(operand, values, kb.buffers)) as c:
                 index = element_index(c)
                 em = kb.emitter(values)
                 x = em.emit(operand, index)
@@ -121,10 +121,23 @@ def emit_rows(kb, root, split, reduces, classes):
             values[red] = b.load(acc)
         hoist_row_values(root)
         buffers = dict(kb.buffers) if kept is None else {**kb.buffers, kept: kb.out}
-        with for_loop(b, 0, cols, "c") as c:
+        with for_loop(b, 0, cols, "c", interleave=_interleave(root, values, buffers)) as c:
             index = element_index(c)
             value = E.ElementalEmitter(b, buffers, values).emit(root, index)
             T.store_element(b, value, kb.out, out_dtype, index.linear)
+
+
+#: interleave count of a pass that computes an expensive op (exp, log, divide, ...) per element
+EXPENSIVE_PASS_INTERLEAVE = 2
+
+
+def _interleave(expr_root, values, buffers):
+    """LLVM's interleave count for a pass over ``expr_root`` (None: LLVM's choice, which is 4
+    copies of the loop body). A pass with an expensive op per element keeps 2: measured on
+    softmax, 3 ms less LLVM time (of ~26) for the 4-copy version's 0.2 ms per call."""
+    stop = set(buffers) | set(values)
+    expensive = any(i.opcode in K._EXPENSIVE for i in K._expression(expr_root, stop) if i not in stop)
+    return EXPENSIVE_PASS_INTERLEAVE if expensive else None
 
 
 def _kept_in_out(root, reduces, classes, buffers):

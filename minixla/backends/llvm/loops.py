@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import re
 
 from llvmlite import ir
 
@@ -15,10 +16,14 @@ from minixla.backends.llvm.ir_types import I64, i64
 
 
 @contextlib.contextmanager
-def for_loop(builder: ir.IRBuilder, start, stop, name: str = "i", step=1):
+def for_loop(builder: ir.IRBuilder, start, stop, name: str = "i", step=1, interleave: int | None = None):
     """``for (i = start; i < stop; i += step) { <body> }``; yields the induction variable.
 
     ``start``/``stop`` are ints or i64 values. On exit the builder is after the loop.
+    ``interleave``: the most vector iterations LLVM's loop vectorizer may interleave
+    (``llvm.loop.interleave.count``; default: its cost model, up to 4). Each interleaved copy of
+    a body with inline ``exp``/``log``/... is as much code again to compile, for little speed:
+    out-of-order execution already overlaps consecutive iterations of a long body.
     """
     start = i64(start) if isinstance(start, int) else start
     stop = i64(stop) if isinstance(stop, int) else stop
@@ -35,8 +40,30 @@ def for_loop(builder: ir.IRBuilder, start, stop, name: str = "i", step=1):
     yield iv
     nxt = builder.add(iv, i64(step), name=f"{name}.next", flags=("nsw", "nuw"))
     iv.add_incoming(nxt, builder.block)
-    builder.branch(header)
+    latch = builder.branch(header)
+    if interleave is not None:
+        _set_loop_hint(builder.module, latch, "llvm.loop.interleave.count", interleave)
     builder.position_at_end(exit_)
+
+
+# LLVM wants a loop's ID to be a distinct node whose first operand is itself, which llvmlite
+# cannot build: we emit ``!{!"minixla.loop_id", !"<n>", <hint>}`` and ``with_loop_ids`` rewrites
+# it to ``distinct !{<self>, <hint>}`` in the module text.
+_LOOP_ID = "minixla.loop_id"
+_LOOP_ID_RE = re.compile(r'^(!\d+) = !\{ ?!"' + re.escape(_LOOP_ID) + r'", !"\d+", ', re.MULTILINE)
+
+
+def _set_loop_hint(module: ir.Module, latch, key: str, value: int) -> None:
+    hint = module.add_metadata([ir.MetaDataString(module, key), ir.Constant(ir.IntType(32), value)])
+    count = getattr(module, "_minixla_loop_ids", 0)
+    module._minixla_loop_ids = count + 1
+    loop_id = module.add_metadata([ir.MetaDataString(module, _LOOP_ID), ir.MetaDataString(module, str(count)), hint])
+    latch.set_metadata("llvm.loop", loop_id)
+
+
+def with_loop_ids(text: str) -> str:
+    """The module text with its loop IDs made distinct and self-referential (see above)."""
+    return _LOOP_ID_RE.sub(lambda m: f"{m.group(1)} = distinct !{{{m.group(1)}, ", text)
 
 
 @contextlib.contextmanager
