@@ -325,6 +325,19 @@ def test_loops_are_vectorized(f):
         assert widths and max(widths) >= 4, f"{name} has no vector code"
 
 
+def test_row_kernel_exp_pass_interleaves_less_and_stays_vectorized():
+    from minixla.backends.llvm import kernels_rows
+    x = randn(64, 256)
+    exe = compiled(lambda x: mnp.exp(x) / mnp.sum(mnp.exp(x), axis=-1, keepdims=True), x)
+    assert [k["strategy"] for k in exe.kernels()] == ["rows"]
+    hint = f'!{{ !"llvm.loop.interleave.count", i32 {kernels_rows.EXPENSIVE_PASS_INTERLEAVE} }}'
+    assert hint in exe.llvm_ir
+    assert re.search(r"^(!\d+) = distinct !\{\1, ", exe.llvm_ir, re.MULTILINE)  # a valid loop ID
+    body, = _kernel_bodies(exe.optimized_llvm_ir).values()
+    assert re.search(r"<16 x float>|<8 x float>", body)
+    np.testing.assert_allclose(exe(x)[0], np.exp(x) / np.exp(x).sum(-1, keepdims=True), rtol=2e-6)
+
+
 def test_gemm_uses_vector_fma(monkeypatch):
     monkeypatch.setattr(K, "dot_library_params", lambda kb, dot: None)  # the specialised kernel
     x, w = randn(16, 64), randn(64, 64)
