@@ -115,7 +115,8 @@ class Lowered:
         kernels_unfused = count_kernels(module)
         dumper = Dumper(module.name)
         check = verify_enabled()
-        dumper.write("jaxpr", str(self.jaxpr))
+        if dumper.enabled:  # (printing costs ~1 ms per compile: only when dumping)
+            dumper.write("jaxpr", str(self.jaxpr))
         dumper.hlo("before_optimizations", module)
         if check:
             _verify(module, "lowering")
@@ -129,11 +130,12 @@ class Lowered:
         fusion = next(p for p in pipeline.passes if isinstance(p, FusionPass))
         assignment = assign_buffers(module, donated=self.donated)
         passes_ms = (time.perf_counter() - t0) * 1e3
-        dumper.hlo("after_optimizations", module)
-        dumper.write("pass_log", "\n".join(f"{e.name}\t{'changed' if e.changed else 'unchanged'}\t{e.ms:.3f} ms"
-                                           for e in pipeline.log))
-        dumper.write("fusion_log", "\n".join(str(d) for d in fusion.log))
-        dumper.write("buffer_assignment", assignment.to_string())
+        if dumper.enabled:
+            dumper.hlo("after_optimizations", module)
+            dumper.write("pass_log", "\n".join(f"{e.name}\t{'changed' if e.changed else 'unchanged'}\t{e.ms:.3f} ms"
+                                               for e in pipeline.log))
+            dumper.write("fusion_log", "\n".join(str(d) for d in fusion.log))
+            dumper.write("buffer_assignment", assignment.to_string())
         executable = _backend_compile(self.backend, module, assignment)
         dumper.backend(executable)
         compile_ms = (time.perf_counter() - t0) * 1e3
