@@ -44,6 +44,10 @@ the row pointers of A (a convolution's padding taps point at a row of zeros), th
 the fused tail. Measured: a GEMM kernel cost 30-40 ms of LLVM time with the tile inlined,
 15-20 ms calling the routine (the tail and prefetch are loops too, not ``MR`` unrolled copies);
 the call, once per ~1000-cycle tile, showed no slowdown in the benchmarks.
+
+A *plain* dot (nothing fused into it) does not get a kernel of its own at all: it calls
+``dot_library.py``'s routine, this same algorithm with every size and stride a run-time
+argument, compiled once per process (XLA:CPU's runtime matmul).
 """
 from __future__ import annotations
 
