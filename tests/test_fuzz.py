@@ -457,6 +457,8 @@ def test_regressions():
         # XLA rewrites x * convert(pred) to select(pred, x, 0): the hand-off must keep inf * False = NaN
         (lambda np_, a: np_.floor_divide(a, 0) * np_.isnan(np_.floor_divide(a, 0)), np.array([11.25], np.float32),
          np.array([np.nan], np.float32)),
+        # var of one element folds to a 0-d float constant that the simplifier then inspects
+        (lambda np_, a: np_.transpose(np_.var(np_.isnan(a))), np.array([7], np.int32), np.array(0.0, np.float32)),
         # a static out-of-range int index clamps, as JAX's gather does (no IndexError on a jnp array)
         (lambda np_, a: a[5], np.arange(3, dtype=np.float32), np.array(2.0, np.float32)),
         (lambda np_, a: a[-4], np.arange(3, dtype=np.float32), np.array(0.0, np.float32)),

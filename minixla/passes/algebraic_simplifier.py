@@ -127,7 +127,7 @@ def never_subnormal(x) -> bool:
     if name not in ("float32", "float64", "bfloat16"):
         return True
     if x.opcode == "constant":
-        lit = np.asarray(x.literal)
+        lit = np.asarray(x.literal).reshape(-1)  # (numpy cannot view a 0-d array as bytes)
         return bool(np.array_equal(flush_denormals(lit).view(np.uint8), lit.view(np.uint8)))
     if x.opcode == "broadcast" and x.operands[0].opcode == "constant":
         return never_subnormal(x.operands[0])
