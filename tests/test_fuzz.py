@@ -459,6 +459,13 @@ def test_regressions():
          np.array([np.nan], np.float32)),
         # var of one element folds to a 0-d float constant that the simplifier then inspects
         (lambda np_, a: np_.transpose(np_.var(np_.isnan(a))), np.array([7], np.int32), np.array(0.0, np.float32)),
+        # the HLO start -3 + 2 = -1 clamps to 0: the hand-off must not let jax.lax wrap it again
+        (lambda np_, a: jax.lax.dynamic_slice(a, (0, 0, -3), (1, 1, 1)) if np_ is jnp else
+         mlax.dynamic_slice(a, (0, 0, -3), (1, 1, 1)), np.array([[[11.25, np.nan]]], np.float32),
+         np.array([[[11.25]]], np.float32)),
+        (lambda np_, a: jax.lax.dynamic_update_slice(a, a[:, :, :1] * 2, (0, 0, -3)) if np_ is jnp else
+         mlax.dynamic_update_slice(a, a[:, :, :1] * 2, (0, 0, -3)), np.array([[[11.25, np.nan]]], np.float32),
+         np.array([[[22.5, np.nan]]], np.float32)),
         # a static out-of-range int index clamps, as JAX's gather does (no IndexError on a jnp array)
         (lambda np_, a: a[5], np.arange(3, dtype=np.float32), np.array(2.0, np.float32)),
         (lambda np_, a: a[-4], np.arange(3, dtype=np.float32), np.array(0.0, np.float32)),

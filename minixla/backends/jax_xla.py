@@ -154,9 +154,18 @@ jax_rules["bitcast-convert"] = lambda instr, x: lax.bitcast_convert_type(x, inst
 jax_rules["reverse"] = lambda instr, x: lax.rev(x, instr.attrs["dimensions"])
 jax_rules["pad"] = lambda instr, x, v: lax.pad(x, v, instr.attrs["padding_config"])
 jax_rules["concatenate"] = lambda instr, *xs: lax.concatenate(xs, instr.attrs["dimensions"][0])
+
+
+def _clamped_starts(idx, dims, sizes):
+    # HLO clamps a start to [0, dim - size]; jax.lax would first count a negative one from the
+    # end (the lowering already did that), so clamp here and give it no negative to wrap.
+    return [lax.clamp(jnp.zeros_like(i), i, jnp.asarray(d - n, i.dtype)) for i, d, n in zip(idx, dims, sizes)]
+
+
 jax_rules["dynamic-slice"] = lambda instr, x, *idx: lax.dynamic_slice(
-    x, idx, instr.attrs["dynamic_slice_sizes"])
-jax_rules["dynamic-update-slice"] = lambda instr, x, u, *idx: lax.dynamic_update_slice(x, u, idx)
+    x, _clamped_starts(idx, x.shape, instr.attrs["dynamic_slice_sizes"]), instr.attrs["dynamic_slice_sizes"])
+jax_rules["dynamic-update-slice"] = lambda instr, x, u, *idx: lax.dynamic_update_slice(
+    x, u, _clamped_starts(idx, x.shape, u.shape))
 
 
 def _gather(instr, x, indices):
