@@ -281,11 +281,15 @@ divide = true_divide
 
 
 def _div_by_constant(x, c):
-    """``x / c`` for a constant ``c``, as JAX eager computes it inside ``jax.numpy``: those
-    functions are jitted, and XLA rewrites ``x / C`` into ``x * (1 / C)`` (``1 / C`` rounded to
-    the dtype), which can be an ulp away from the division. ``mean``, ``var`` and
-    ``round(x, decimals)`` use this, so ``mean`` and ``round`` are JAX's bit for bit."""
-    dt = get_aval(x).dtype
+    """``x / c`` for a constant ``c``, as JAX eager computes ``jax.numpy``'s ``lax.div(x, c)``:
+    for an array, XLA rewrites the division by the broadcast ``c`` into ``x * (1 / c)`` (``1 / c``
+    rounded to the dtype, an ulp away from the division at most); a scalar ``x`` is divided
+    (nothing is broadcast); integers divide, truncating. ``mean``, ``var`` and
+    ``round(x, decimals)`` use this, so they are JAX's bit for bit."""
+    aval = get_aval(x)
+    dt = aval.dtype
+    if not _is_inexact(dt) or aval.ndim == 0:
+        return lax.div(*_broadcast_args(x, np.asarray(c).astype(dt)[()]))
     with np.errstate(divide="ignore"):
         inv = np.asarray(1, dt) / np.asarray(c).astype(dt)
     return lax.mul(x, np.asarray(inv, dt)[()])

@@ -466,6 +466,11 @@ def test_regressions():
         (lambda np_, a: jax.lax.dynamic_update_slice(a, a[:, :, :1] * 2, (0, 0, -3)) if np_ is jnp else
          mlax.dynamic_update_slice(a, a[:, :, :1] * 2, (0, 0, -3)), np.array([[[11.25, np.nan]]], np.float32),
          np.array([[[22.5, np.nan]]], np.float32)),
+        # a scalar mean divides (no broadcast for XLA to turn into a reciprocal): -7/3, not -7 * (1/3)
+        (lambda np_, a: np_.mean(a), np.array([3, -2, -8], np.int32), np.array(-2.3333333, np.float32)),
+        # an integer mean divides, truncating (a reciprocal in uint8 would be 0)
+        (lambda np_, a: np_.mean(a, axis=0, dtype=np_.uint8), np.array([[200, 100], [100, 3], [50, 4]], np.uint8),
+         np.array([31, 35], np.uint8)),
         # a static out-of-range int index clamps, as JAX's gather does (no IndexError on a jnp array)
         (lambda np_, a: a[5], np.arange(3, dtype=np.float32), np.array(2.0, np.float32)),
         (lambda np_, a: a[-4], np.arange(3, dtype=np.float32), np.array(0.0, np.float32)),

@@ -221,3 +221,9 @@ def test_errors_are_minixla_errors_naming_shapes_and_line():
         minixla.make_jaxpr(lambda a: a[a > 0])(X)
     with pytest.raises(errors.UnsupportedError, match="static"):
         minixla.make_jaxpr(lambda a, k: a.at[k].set(0.0))(X, np.array([1], i32))
+
+
+def test_array_reduction_methods_on_tracers(backend):
+    # Regression (user report): x.var() on a tracer hit the tracer's jaxpr variable attribute.
+    check(lambda np_, x: (x.var(), x.var(axis=0, ddof=1), x.std(axis=1), x.mean(axis=(0, 2)), x.sum(),
+                          x.max(axis=1), x.prod(axis=2)), X, backend=backend, rtol=2e-6, atol=2e-6)

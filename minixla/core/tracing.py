@@ -49,9 +49,9 @@ class Tracer:
 
     def __init__(self, trace: "JaxprTrace", var: Var):
         self._trace = trace
-        self.var = var
+        self.jaxpr_var = var  # (not ``var``: that is the variance method, as on jax.Array)
 
-    aval = property(lambda self: self.var.aval)
+    aval = property(lambda self: self.jaxpr_var.aval)
     shape = property(lambda self: self.aval.shape)
     dtype = property(lambda self: self.aval.dtype)
     ndim = property(lambda self: self.aval.ndim)
@@ -196,7 +196,7 @@ class JaxprTrace:
     def to_atom(self, x):
         """A tracer's variable, a Python scalar's ``Literal``, or a constvar for an array."""
         if isinstance(x, Tracer):
-            return x.var
+            return x.jaxpr_var
         aval = get_aval(x)
         if isinstance(x, WeakScalar):
             return Literal(x.value, aval)
@@ -240,7 +240,7 @@ def trace_to_jaxpr(fun, in_avals):
             atom = trace.to_atom(np.asarray(atom.value, atom.aval.dtype))
         outvars.append(atom)
     keys = list(trace.constvars)
-    jaxpr = Jaxpr([trace.constvars[k] for k in keys], [t.var for t in in_tracers], trace.eqns, outvars)
+    jaxpr = Jaxpr([trace.constvars[k] for k in keys], [t.jaxpr_var for t in in_tracers], trace.eqns, outvars)
     return ClosedJaxpr(jaxpr, [trace.consts[k] for k in keys])
 
 
