@@ -471,6 +471,10 @@ def test_regressions():
         # an integer mean divides, truncating (a reciprocal in uint8 would be 0)
         (lambda np_, a: np_.mean(a, axis=0, dtype=np_.uint8), np.array([[200, 100], [100, 3], [50, 4]], np.uint8),
          np.array([31, 35], np.uint8)),
+        # XLA contracts a*b + c into an FMA (one rounding); JAX eager rounds the product first
+        (lambda np_, a: a * a + a, np.array([1.1, -0.7, 3.3], np.float32),
+         np.array([2.31, -0.21000001, 14.19], np.float32)),
+        (lambda np_, a: np_.sum(a * a) - a * 1.7, np.array([1.1, -0.7, 3.3], np.float32), None),
         # a static out-of-range int index clamps, as JAX's gather does (no IndexError on a jnp array)
         (lambda np_, a: a[5], np.arange(3, dtype=np.float32), np.array(2.0, np.float32)),
         (lambda np_, a: a[-4], np.arange(3, dtype=np.float32), np.array(0.0, np.float32)),

@@ -7,6 +7,7 @@ free to fuse it again its own way.
 """
 from __future__ import annotations
 
+import threading
 import time
 
 import jax
@@ -100,8 +101,26 @@ def evaluate_computation(comp, args):
         rule = jax_rules.get(instr.opcode)
         if rule is None:
             raise errors.UnsupportedError(f"jax backend: no rule for HLO opcode '{instr.opcode}'")
-        env[instr] = rule(instr, *[env[o] for o in instr.operands])
+        value = rule(instr, *[env[o] for o in instr.operands])
+        ones = getattr(_ones, "by_dtype", {})  # (set by JaxExecutable while it traces)
+        if instr.opcode == "multiply" and value.dtype in ones:
+            value = jnp.multiply(value, ones[value.dtype])
+        env[instr] = value
     return env[comp.root]
+
+
+# XLA lets LLVM contract `a * b + c` into one FMA (XLA:CPU: "always allow FMA fusion"), which
+# rounds once where JAX eager, one op at a time, rounds the product and then the sum: x*x + x
+# differed in a third of random float32 inputs. No XLA flag turns it off, and XLA removes
+# optimization barriers before fusion. So every float product is multiplied by a 1.0 that XLA
+# cannot see: an extra parameter of the executable. LLVM may still contract the product with
+# the add, but now as fma(round(a*b), 1.0, c) = round(round(a*b) + c): eager's bits.
+_ones = threading.local()
+
+
+def _product_dtypes(module) -> list:
+    return sorted({np.dtype(i.shape.dtype) for c in module.computations for i in c.instructions
+                   if i.opcode == "multiply" and jnp.issubdtype(i.shape.dtype, jnp.inexact)}, key=str)
 
 
 #: XLA debug options for every compile (xla/debug_options_flags.cc).
@@ -116,10 +135,18 @@ class JaxExecutable:
         entry = module.entry
         self.n_outputs = len(entry.root.operands) if entry.root.opcode == "tuple" else 1
 
+        n = len(entry.parameters)
+        self._ones = [np.ones((), dt) for dt in _product_dtypes(module)]
+
         def run(*args):
-            out = evaluate_computation(entry, args)
+            _ones.by_dtype = {one.dtype: a for one, a in zip(self._ones, args[n:])}
+            try:
+                out = evaluate_computation(entry, args[:n])
+            finally:
+                _ones.by_dtype = {}
             return list(out) if entry.root.opcode == "tuple" else [out]
         specs = [jax.ShapeDtypeStruct(p.shape.dims, p.shape.dtype) for p in entry.parameters]
+        specs += [jax.ShapeDtypeStruct((), one.dtype) for one in self._ones]
         t0 = time.perf_counter()
         # XLA keeps f16/bf16 intermediates of a fusion in f32 unless told not to; JAX eager rounds
         # after every op, and so do we (a bf16 square then + f32 gave 251.5 instead of 251.25).
@@ -127,7 +154,7 @@ class JaxExecutable:
         self.compile_ms = (time.perf_counter() - t0) * 1e3
 
     def __call__(self, *args):
-        return [np.asarray(x) for x in self._compiled(*args)]
+        return [np.asarray(x) for x in self._compiled(*args, *self._ones)]
 
 
 def compile_module(module, assignment=None) -> JaxExecutable:
