@@ -3,6 +3,7 @@
 JAX eager compiles ``jnp.true_divide`` to ``div(x, broadcast(y))``, which XLA's algebraic
 simplifier turns into ``x * broadcast(1 / y)``: up to 1 ulp from a correctly rounded division.
 """
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -41,3 +42,17 @@ def test_cumsum_over_a_length_one_axis_keeps_negative_zero(backend):
         assert np.signbit(got).all()
     got = minixla.jit(lambda a: mnp.cumsum(a), backend=backend)(np.full(3, -0.0, f32))
     np.testing.assert_array_equal(np.signbit(got), np.signbit(np.asarray(jnp.cumsum(np.full(3, -0.0, f32)))))
+
+
+@pytest.mark.parametrize("backend", ["llvm", "jax"])
+def test_identity_arithmetic_flushes_a_subnormal_input_as_jax_eager(backend):
+    """Regression (user report): x * 1.0, x / 1.0, x - 0.0, x + -0.0 and x * ones_like(x) of a
+    subnormal gave 1e-40 where JAX eager (denormals-are-zero) gives 0.0: LLVM folded them to x."""
+    x = np.array([1e-40, -1e-40, 1.5, -0.0, np.inf], np.float32)
+    for f in (lambda a, np_: a * 1.0, lambda a, np_: a / 1.0, lambda a, np_: a - 0.0, lambda a, np_: a + (-0.0),
+              lambda a, np_: 1.0 * a, lambda a, np_: a * np_.ones_like(a)):
+        got = minixla.jit(lambda a: f(a, mnp), backend=backend)(x)
+        with jax.disable_jit():
+            want = np.asarray(f(jnp.asarray(x), jnp))
+        np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+        assert got[0] == 0.0 and np.signbit(got[1])

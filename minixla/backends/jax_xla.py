@@ -51,10 +51,8 @@ jax_rules["slice"] = lambda instr, x: lax.slice(x, *map(list, zip(*instr.attrs["
     if instr.attrs["slice"] else x
 jax_rules["iota"] = lambda instr: lax.broadcasted_iota(instr.shape.dtype, instr.shape.dims,
                                                       instr.attrs["iota_dimension"])
-# Constants go through an optimization barrier: XLA's simplifier would otherwise rewrite
-# `0.0 + x` to `x` (wrong for x = -0.0) and `x / C` to `x * (1 / C)` (an ulp off), while JAX
-# eager, the reference, runs each op on its own. The hand-off must compute what the HLO says.
-jax_rules["constant"] = lambda instr: lax.optimization_barrier(jnp.asarray(instr.literal))
+# Constants are run-time arguments of the executable (see "Hidden arguments" below).
+jax_rules["constant"] = lambda instr: _hidden_value(instr, lambda: jnp.asarray(instr.literal))
 jax_rules["tuple"] = lambda instr, *xs: tuple(xs)
 
 _REDUCERS = {"add": lax.add, "maximum": lax.max, "minimum": lax.min}
@@ -102,25 +100,37 @@ def evaluate_computation(comp, args):
         if rule is None:
             raise errors.UnsupportedError(f"jax backend: no rule for HLO opcode '{instr.opcode}'")
         value = rule(instr, *[env[o] for o in instr.operands])
-        ones = getattr(_ones, "by_dtype", {})  # (set by JaxExecutable while it traces)
-        if instr.opcode == "multiply" and value.dtype in ones:
-            value = jnp.multiply(value, ones[value.dtype])
+        if instr.opcode == "multiply" and jnp.issubdtype(value.dtype, jnp.inexact):
+            value = jnp.multiply(value, _hidden_value(("one", np.dtype(value.dtype)), lambda: value))
         env[instr] = value
     return env[comp.root]
 
 
-# XLA lets LLVM contract `a * b + c` into one FMA (XLA:CPU: "always allow FMA fusion"), which
-# rounds once where JAX eager, one op at a time, rounds the product and then the sum: x*x + x
-# differed in a third of random float32 inputs. No XLA flag turns it off, and XLA removes
-# optimization barriers before fusion. So every float product is multiplied by a 1.0 that XLA
-# cannot see: an extra parameter of the executable. LLVM may still contract the product with
-# the add, but now as fma(round(a*b), 1.0, c) = round(round(a*b) + c): eager's bits.
-_ones = threading.local()
+# Hidden arguments. XLA sees the whole program, and rewrites that JAX eager (one op at a time)
+# never sees change bits, so the hand-off passes XLA values it cannot look into:
+# * every constant is a run-time argument: XLA would fold `0.0 + x` to `x` (wrong for -0.0)
+#   and `x / C` to `x * (1/C)`, and LLVM would fold `x - 0.0` to `x` (keeping a subnormal x
+#   that eager flushes);
+# * every float product is multiplied by a run-time 1.0: XLA lets LLVM contract `a * b + c`
+#   into one FMA ("always allow FMA fusion" on CPU; no flag turns it off), rounding once where
+#   eager rounds twice -- x*x + x differed in a third of random float32 inputs. LLVM may still
+#   contract the product with the add, but as fma(round(a*b), 1.0, c) = round(round(a*b) + c).
+_hidden = threading.local()
 
 
-def _product_dtypes(module) -> list:
-    return sorted({np.dtype(i.shape.dtype) for c in module.computations for i in c.instructions
-                   if i.opcode == "multiply" and jnp.issubdtype(i.shape.dtype, jnp.inexact)}, key=str)
+def _hidden_value(key, otherwise):
+    """The traced hidden argument for ``key`` while a JaxExecutable traces, else ``otherwise()``."""
+    values = getattr(_hidden, "values", None)
+    return values[key] if values is not None else otherwise()
+
+
+def _hidden_arguments(module) -> list:
+    """``[(key, value)]``: every constant of ``module``, then a 1.0 per float dtype multiplied."""
+    instrs = [i for c in module.computations for i in c.instructions]
+    constants = [(i, np.asarray(i.literal)) for i in instrs if i.opcode == "constant"]
+    products = {np.dtype(i.shape.dtype) for i in instrs if i.opcode == "multiply"
+                and jnp.issubdtype(i.shape.dtype, jnp.inexact)}
+    return constants + [(("one", dt), np.ones((), dt)) for dt in sorted(products, key=str)]
 
 
 #: XLA debug options for every compile (xla/debug_options_flags.cc).
@@ -136,17 +146,18 @@ class JaxExecutable:
         self.n_outputs = len(entry.root.operands) if entry.root.opcode == "tuple" else 1
 
         n = len(entry.parameters)
-        self._ones = [np.ones((), dt) for dt in _product_dtypes(module)]
+        hidden = _hidden_arguments(module)
+        self._hidden = [value for _, value in hidden]
 
         def run(*args):
-            _ones.by_dtype = {one.dtype: a for one, a in zip(self._ones, args[n:])}
+            _hidden.values = {key: a for (key, _), a in zip(hidden, args[n:])}
             try:
                 out = evaluate_computation(entry, args[:n])
             finally:
-                _ones.by_dtype = {}
+                _hidden.values = None
             return list(out) if entry.root.opcode == "tuple" else [out]
         specs = [jax.ShapeDtypeStruct(p.shape.dims, p.shape.dtype) for p in entry.parameters]
-        specs += [jax.ShapeDtypeStruct((), one.dtype) for one in self._ones]
+        specs += [jax.ShapeDtypeStruct(v.shape, v.dtype) for v in self._hidden]
         t0 = time.perf_counter()
         # XLA keeps f16/bf16 intermediates of a fusion in f32 unless told not to; JAX eager rounds
         # after every op, and so do we (a bf16 square then + f32 gave 251.5 instead of 251.25).
@@ -154,7 +165,7 @@ class JaxExecutable:
         self.compile_ms = (time.perf_counter() - t0) * 1e3
 
     def __call__(self, *args):
-        return [np.asarray(x) for x in self._compiled(*args, *self._ones)]
+        return [np.asarray(x) for x in self._compiled(*args, *self._hidden)]
 
 
 def compile_module(module, assignment=None) -> JaxExecutable:

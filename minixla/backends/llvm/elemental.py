@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import contextlib
 
+import math
+
 import numpy as np
 from llvmlite import ir
 
@@ -104,6 +106,31 @@ def _zero(dtype):
     return T.constant(dtype, 0)
 
 
+#: constants c for which LLVM folds ``x op c`` (or ``c op x``) to x or -x: bits moved, not computed
+_IDENTITIES = {"multiply": (1.0, -1.0), "divide": (1.0, -1.0), "add": (-0.0,), "subtract": (0.0,)}
+
+
+def _is_identity(opcode, c, right: bool) -> bool:
+    if not isinstance(c, ir.Constant) or not isinstance(c.constant, float):
+        return False
+    if opcode in ("divide", "subtract") and not right:
+        return False
+    return any(c.constant == v and math.copysign(1.0, c.constant) == math.copysign(1.0, v)
+               for v in _IDENTITIES[opcode])
+
+
+def _flush_identity_operand(b, opcode, x, y):
+    """XLA:CPU flushes a subnormal operand of any float arithmetic (DAZ), so JAX eager's
+    ``1e-40 * 1.0`` is 0.0. LLVM folds ``x * 1.0`` to ``x`` (to LLVM, flushing is allowed, not
+    required), so the other operand of an identity constant goes through ``llvm.canonicalize``,
+    which does flush under the kernel's ``denormal-fp-math``."""
+    if _is_identity(opcode, y, right=True):
+        x = T.intrinsic(b, "canonicalize", x.type, [x])
+    elif _is_identity(opcode, x, right=False):
+        y = T.intrinsic(b, "canonicalize", y.type, [y])
+    return x, y
+
+
 def binary_op(b: ir.IRBuilder, opcode: str, dtype, x, y, fastmath=()):
     """``opcode(x, y)`` on register values of ``dtype``.
 
@@ -111,6 +138,8 @@ def binary_op(b: ir.IRBuilder, opcode: str, dtype, x, y, fastmath=()):
     """
     dtype = np.dtype(dtype)
     flt, signed, pred = T.is_float(dtype), T.is_signed(dtype), T.is_pred(dtype)
+    if flt and opcode in _IDENTITIES:
+        x, y = _flush_identity_operand(b, opcode, x, y)
     if opcode == "add":
         return b.fadd(x, y, flags=fastmath) if flt else (b.or_(x, y) if pred else b.add(x, y))
     if opcode == "subtract":
