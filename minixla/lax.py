@@ -940,7 +940,7 @@ def concatenate(operands, dimension):
     return concatenate_p.bind(*operands, dimension=int(dimension))
 
 
-def _index_scalars(indices, shape):
+def _index_scalars(indices, shape, opname="dynamic_slice"):
     """Start indices as integer scalars of one dtype (the traced ones', or int32), with negative
     indices counted from the end of their dim, as ``jax.lax.dynamic_slice`` does before binding."""
     traced = [get_aval(i).dtype for i in indices if isinstance(i, Tracer)]
@@ -948,6 +948,9 @@ def _index_scalars(indices, shape):
     out = []
     for i, n in zip(indices, shape):
         if not isinstance(i, Tracer):
+            if np.asarray(i).dtype.kind not in "iub":  # (int() would truncate 0.5 to 0)
+                raise errors.DTypeError(f"{opname}: start indices must be integers, got {i!r}\n"
+                                        f"  at: {errors.user_source_line()}")
             v = int(i)
             out.append(np.asarray(v + n if v < 0 else v).astype(dtype)[()])
         elif get_aval(i).dtype.kind == "i":
@@ -966,7 +969,8 @@ def dynamic_slice(operand, start_indices, slice_sizes):
 
 def dynamic_update_slice(operand, update, start_indices):
     """``operand`` with ``update`` written at (clamped) ``start_indices`` (``jax.lax.dynamic_update_slice``)."""
-    return dynamic_update_slice_p.bind(operand, update, *_index_scalars(start_indices, get_aval(operand).shape))
+    return dynamic_update_slice_p.bind(operand, update, *_index_scalars(start_indices, get_aval(operand).shape,
+                                                                        "dynamic_update_slice"))
 
 
 def gather(operand, start_indices, dimension_numbers, slice_sizes):

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import minixla
+import minixla.numpy as mnp
 from minixla import lax
 from minixla.core import errors
 from minixla.testing import check_against_jax
@@ -356,3 +357,17 @@ def test_shape_errors_name_the_op_and_line():
         minixla.make_jaxpr(lambda a: lax.concatenate([a, a[0]], 0))(X)
     with pytest.raises(errors.DTypeError, match="shift_left"):
         minixla.make_jaxpr(lambda a: lax.shift_left(a, a))(X)
+
+
+def test_bad_shapes_and_indices_raise_minixla_errors():
+    """Regressions (user report): a float start index was truncated; a negative or huge result
+    shape reached numpy or aborted XLA. Each now raises a minixla error naming the op."""
+    from minixla.core import errors
+    x = np.ones((3, 3), np.float32)
+    with pytest.raises(errors.DTypeError, match="dynamic_slice: start indices must be integers"):
+        minixla.jit(lambda x: lax.dynamic_slice(x, (0.5, 0), (1, 1)))(x)
+    for backend in ("llvm", "jax"):
+        with pytest.raises(errors.ShapeError, match="negative dimension"):
+            minixla.jit(lambda x: mnp.zeros((-1, 3)) + x, backend=backend)(np.float32(1))
+        with pytest.raises(errors.ShapeError, match="more than the"):
+            minixla.jit(lambda x: mnp.zeros((2 ** 40, 2 ** 40)) + x, backend=backend)(np.float32(1))

@@ -7,6 +7,8 @@ generation and the JAX hand-off keep their own tables in their own modules.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from minixla.core import errors
@@ -50,8 +52,25 @@ class Primitive:
         except KeyError:
             raise errors.UnsupportedError(f"primitive '{self.name}' has no shape rule") from None
         try:
-            return rule(*avals, **params)
+            out = rule(*avals, **params)
+            for aval in (out if isinstance(out, (list, tuple)) else [out]):
+                _check_shape(aval)
+            return out
         except errors.MinixlaError as e:
             shapes = ", ".join(a.str_short() for a in avals)
             msg = f"{self.name}: {e.args[0]}\n  operands: ({shapes})\n  at: {errors.user_source_line()}"
             raise type(e)(msg) from None
+
+
+#: the largest array in bytes: past it, sizes overflow int64 offsets (XLA aborts the process)
+MAX_ARRAY_BYTES = 2 ** 62
+
+
+def _check_shape(aval) -> None:
+    shape = getattr(aval, "shape", ())
+    if any(d < 0 for d in shape):
+        raise errors.ShapeError(f"negative dimension in result shape {tuple(shape)}")
+    nbytes = math.prod(shape) * aval.dtype.itemsize
+    if nbytes > MAX_ARRAY_BYTES:
+        raise errors.ShapeError(f"result shape {tuple(shape)} has {nbytes} bytes, more than the "
+                                f"{MAX_ARRAY_BYTES} an array can index")
