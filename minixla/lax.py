@@ -967,6 +967,27 @@ def dynamic_slice(operand, start_indices, slice_sizes):
                                 slice_sizes=tuple(int(s) for s in slice_sizes))
 
 
+def dynamic_slice_in_dim(operand, start_index, slice_size: int, axis: int = 0):
+    """``dynamic_slice`` along one ``axis`` (``jax.lax.dynamic_slice_in_dim``)."""
+    shape = get_aval(operand).shape
+    axis = axis + len(shape) if axis < 0 else axis
+    starts = [np.int32(0)] * len(shape)
+    starts[axis] = start_index
+    sizes = list(shape)
+    sizes[axis] = slice_size
+    return dynamic_slice(operand, starts, sizes)
+
+
+def dynamic_index_in_dim(operand, index, axis: int = 0, keepdims: bool = True):
+    """The slice at ``index`` of ``axis`` (``jax.lax.dynamic_index_in_dim``), that dim kept or dropped."""
+    out = dynamic_slice_in_dim(operand, index, 1, axis)
+    if keepdims:
+        return out
+    shape = get_aval(operand).shape
+    axis = axis + len(shape) if axis < 0 else axis
+    return reshape(out, shape[:axis] + shape[axis + 1:])
+
+
 def dynamic_update_slice(operand, update, start_indices):
     """``operand`` with ``update`` written at (clamped) ``start_indices`` (``jax.lax.dynamic_update_slice``)."""
     return dynamic_update_slice_p.bind(operand, update, *_index_scalars(start_indices, get_aval(operand).shape,

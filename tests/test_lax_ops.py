@@ -371,3 +371,16 @@ def test_bad_shapes_and_indices_raise_minixla_errors():
             minixla.jit(lambda x: mnp.zeros((-1, 3)) + x, backend=backend)(np.float32(1))
         with pytest.raises(errors.ShapeError, match="more than the"):
             minixla.jit(lambda x: mnp.zeros((2 ** 40, 2 ** 40)) + x, backend=backend)(np.float32(1))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_dynamic_slice_and_index_in_dim(backend):
+    x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+
+    def f(L, x, i):
+        return (L.dynamic_slice_in_dim(x, i, 2, axis=2), L.dynamic_index_in_dim(x, i, axis=-2, keepdims=False),
+                L.dynamic_index_in_dim(x, i, 1))
+    for i in (np.int32(1), np.int32(-1), np.int32(7)):
+        got = minixla.jit(lambda x, i: f(lax, x, i), backend=backend)(x, i)
+        for g, w in zip(got, f(jax.lax, x, i)):
+            np.testing.assert_array_equal(g, np.asarray(w))
