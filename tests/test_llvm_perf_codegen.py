@@ -104,9 +104,9 @@ def test_library_dot_of_an_operand_with_itself_and_fallbacks():
 def test_library_dot_routine_is_compiled_once_per_process():
     from minixla.backends.llvm import dot_library
     compiled(lambda a, b: a @ b, randn(5, 9), randn(9, 6))
-    ms = dot_library.library_compile_ms()
+    routine = G._library[dot_library.routine_name(np.float32)]
     exe = compiled(lambda a, b: a @ b, randn(50, 90), randn(90, 60))
-    assert dot_library.library_compile_ms() == ms
+    assert G._library[dot_library.routine_name(np.float32)] is routine
     assert "call void @minixla_dot_f32(" in exe.optimized_llvm_ir
 
 

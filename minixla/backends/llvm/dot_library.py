@@ -27,11 +27,9 @@ same order.
 """
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
 
 import numpy as np
-from llvmlite import binding as llvm_binding
 from llvmlite import ir
 
 from minixla.backends.llvm import gemm as G
@@ -77,28 +75,10 @@ def routine_name(dtype) -> str:
     return {np.dtype(np.float32): "minixla_dot_f32", np.dtype(np.float64): "minixla_dot_f64"}[np.dtype(dtype)]
 
 
-_library: dict = {}
-_lock = threading.Lock()
-
-
 def routine(dtype) -> str:
-    """The routine's name, compiled on first use in this process and registered with LLVM's
-    symbol table (kernels declare it and link to it)."""
+    """The routine's name, compiled on first use in this process (``gemm.library_routine``)."""
     name = routine_name(dtype)
-    with _lock:
-        if name not in _library:
-            from minixla.backends.llvm.target import JitModule
-            module = ir.Module(name=name)
-            _emit_routine(module, name, np.dtype(dtype))
-            jit = JitModule(str(module), [name])
-            llvm_binding.add_symbol(name, jit.addresses[name])
-            _library[name] = jit
-    return name
-
-
-def library_compile_ms() -> float:
-    """Milliseconds spent so far compiling the dot routines in this process."""
-    return sum(j.compile_ms for j in _library.values())
+    return G.library_routine(name, lambda module: _emit_routine(module, name, np.dtype(dtype)))
 
 
 def micro_kernels(g: G.Gemm) -> list[str | None]:

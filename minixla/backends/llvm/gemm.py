@@ -215,15 +215,20 @@ def micro_kernel_name(dtype, mr: int, nv: int, masked: bool) -> str:
 
 
 def micro_kernel(dtype, mr: int, nv: int, masked: bool) -> str:
-    """The name of the micro-kernel routine for this tile, compiled on first use in this
-    process and registered with LLVM's symbol table, so JIT-compiled kernels that declare it
-    link to it. The compiled code lives as long as the process."""
+    """The name of the micro-kernel routine for this tile (``library_routine``)."""
     name = micro_kernel_name(dtype, mr, nv, masked)
+    return library_routine(name, lambda module: _emit_micro_kernel(module, name, np.dtype(dtype), mr, nv, masked))
+
+
+def library_routine(name: str, emit) -> str:
+    """``name``, compiled on first use in this process (``emit(module)`` writes it) and
+    registered with LLVM's symbol table, so JIT-compiled kernels that declare it link to it.
+    The compiled code lives as long as the process."""
     with _library_lock:
         if name not in _library:
             from minixla.backends.llvm.target import JitModule
             module = ir.Module(name=name)
-            _emit_micro_kernel(module, name, np.dtype(dtype), mr, nv, masked)
+            emit(module)
             jit = JitModule(str(module), [name])
             llvm_binding.add_symbol(name, jit.addresses[name])
             _library[name] = jit
@@ -231,7 +236,7 @@ def micro_kernel(dtype, mr: int, nv: int, masked: bool) -> str:
 
 
 def library_compile_ms() -> float:
-    """Milliseconds spent so far compiling micro-kernel routines in this process."""
+    """Milliseconds spent so far compiling library routines (micro-kernels, the dot routine)."""
     return sum(j.compile_ms for j in _library.values())
 
 
