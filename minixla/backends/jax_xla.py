@@ -147,7 +147,7 @@ class JaxExecutable:
 
         n = len(entry.parameters)
         hidden = _hidden_arguments(module)
-        self._hidden = [value for _, value in hidden]
+        self._hidden = [jax.device_put(value) for _, value in hidden]  # (on the device once)
 
         def run(*args):
             _hidden.values = {key: a for (key, _), a in zip(hidden, args[n:])}
