@@ -1234,7 +1234,12 @@ def take_along_axis(arr, indices, axis):
 
 def matmul(a, b):
     """``a @ b`` with NumPy's rules: batch dims broadcast, 1-d operands promoted (``jnp.matmul``)."""
-    a, b = _promote_dtypes(_arr(a), _arr(b))
+    a, b = _arr(a), _arr(b)
+    la, lb = get_aval(a), get_aval(b)
+    if ({la.dtype, lb.dtype} in ({np.dtype(np.bool_), np.dtype(np.float32)}, {np.dtype(np.bool_), np.dtype(np.float64)})
+            and la.shape == lb.shape == (1,)):
+        return _vdot_bool_of_one(a, b)
+    a, b = _promote_dtypes(a, b)
     la, lb = get_aval(a), get_aval(b)
     if la.ndim == 0 or lb.ndim == 0:
         raise errors.ShapeError(f"matmul: operands must not be scalars, got shapes {la.shape} and {lb.shape}"
@@ -1258,6 +1263,17 @@ def matmul(a, b):
     out = lax.dot_general(a2, b2, (((nb + 1,), (nb,)), (tuple(range(nb)), tuple(range(nb)))))
     out_shape = batch + ((sa[-2],) if la.ndim > 1 else ()) + ((sb[-1],) if lb.ndim > 1 else ())
     return reshape(out, out_shape)
+
+
+def _vdot_bool_of_one(a, b):
+    """``a @ b`` of a bool and a number, both of shape (1,), as JAX eager computes it:
+    ``jnp.matmul`` hands XLA the bool operand itself, XLA turns the one-term dot into
+    ``x * convert(p)`` and that into ``select(p, x, 0)``: +0.0 where ``x * 0.0`` may be -0.0,
+    and 0 for ``inf * False``. (With a broadcast in between, or f16/bf16 computed in f32, XLA
+    keeps the multiply.)"""
+    p, x = (a, b) if get_aval(a).dtype == np.bool_ else (b, a)
+    x = _promote_dtypes(x, p)[0]
+    return where(reshape(p, ()), reshape(x, ()), zeros((), get_aval(x).dtype))
 
 
 def dot(a, b):

@@ -479,6 +479,15 @@ def test_regressions():
         (lambda np_, a: a * a + a, np.array([1.1, -0.7, 3.3], np.float32),
          np.array([2.31, -0.21000001, 14.19], np.float32)),
         (lambda np_, a: np_.sum(a * a) - a * 1.7, np.array([1.1, -0.7, 3.3], np.float32), None),
+        # f32[1] @ bool[1]: XLA makes the one-term dot select(p, x, 0) (+0.0, not -0.75 * 0.0 = -0.0);
+        # with a broadcast in between it stays a multiply
+        (lambda np_, a: np_.matmul(a, np_.isnan(a)), np.array([-0.75], np.float32), np.array(0.0, np.float32)),
+        (lambda np_, a: np_.matmul(np_.isnan(a), np_.array([np_.inf], np_.float32)), np.array([-0.75], np.float32),
+         np.array(0.0, np.float32)),
+        (lambda np_, a: np_.matmul(a.reshape(1, 1), np_.isnan(a)), np.array([-0.75], np.float32),
+         np.array([-0.0], np.float32)),
+        (lambda np_, a: np_.matmul(a.astype(np_.float16), np_.isnan(a)), np.array([-0.75], np.float32),
+         np.array(-0.0, np.float16)),
         # a static out-of-range int index clamps, as JAX's gather does (no IndexError on a jnp array)
         (lambda np_, a: a[5], np.arange(3, dtype=np.float32), np.array(2.0, np.float32)),
         (lambda np_, a: a[-4], np.arange(3, dtype=np.float32), np.array(0.0, np.float32)),

@@ -300,13 +300,15 @@ class AlgebraicSimplifier(HloPass):
         lhs, rhs = instr.operands
         a = instr.attrs
         lc, rc = a["lhs_contracting_dims"], a["rhs_contracting_dims"]
-        if any(lhs.shape.dims[d] != 1 for d in lc) or instr.shape.dtype != lhs.shape.dtype:
+        if any(lhs.shape.dims[d] != 1 for d in lc) or lhs.shape.dtype != rhs.shape.dtype:
             return None
         nb = len(a["lhs_batch_dims"])
         nlf = lhs.shape.rank - nb - len(lc)
         lhs_b = self._degenerate_dot_operand(lhs, a["lhs_batch_dims"], lc, range(nb + nlf), instr)
         rhs_b = self._degenerate_dot_operand(rhs, a["rhs_batch_dims"], rc,
                                              list(range(nb)) + list(range(nb + nlf, instr.shape.rank)), instr)
+        if instr.shape.dtype != lhs.shape.dtype:  # (f16 operands, f32 result: the product is exact in f32)
+            lhs_b, rhs_b = (self._emit("convert", instr.shape, [x], instr) for x in (lhs_b, rhs_b))
         return self._emit("multiply", instr.shape, [lhs_b, rhs_b], instr)
 
     def reduce(self, instr):
