@@ -56,3 +56,12 @@ def test_identity_arithmetic_flushes_a_subnormal_input_as_jax_eager(backend):
             want = np.asarray(f(jnp.asarray(x), jnp))
         np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
         assert got[0] == 0.0 and np.signbit(got[1])
+
+
+@pytest.mark.parametrize("backend", ["llvm", "jax"])
+def test_identity_flush_of_a_two_element_vector_compiles(backend):
+    """Regression (deep-fuzz find): the flush of x in x * 1.0 (a mean over a size-1 axis) once used
+    llvm.canonicalize, which LLVM's x86 backend cannot lower as <2 x float>: the process aborted."""
+    x = np.array([[[-128], [5]]], np.int8)
+    got = minixla.jit(lambda a: mnp.mean(a + a, axis=2, keepdims=True), backend=backend)(x)
+    assert got.dtype == np.float32 and got.tolist() == [[[0.0], [10.0]]]  # int8 -128 + -128 wraps to 0

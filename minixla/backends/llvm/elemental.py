@@ -122,13 +122,20 @@ def _is_identity(opcode, c, right: bool) -> bool:
 def _flush_identity_operand(b, opcode, x, y):
     """XLA:CPU flushes a subnormal operand of any float arithmetic (DAZ), so JAX eager's
     ``1e-40 * 1.0`` is 0.0. LLVM folds ``x * 1.0`` to ``x`` (to LLVM, flushing is allowed, not
-    required), so the other operand of an identity constant goes through ``llvm.canonicalize``,
-    which does flush under the kernel's ``denormal-fp-math``."""
+    required), so the other operand of an identity constant is flushed explicitly. (Not with
+    ``llvm.canonicalize``: LLVM 22's x86 backend aborts on it once vectorized to <2 x float>.)"""
     if _is_identity(opcode, y, right=True):
-        x = T.intrinsic(b, "canonicalize", x.type, [x])
+        x = _flush_subnormal(b, x)
     elif _is_identity(opcode, x, right=False):
-        y = T.intrinsic(b, "canonicalize", y.type, [y])
+        y = _flush_subnormal(b, y)
     return x, y
+
+
+def _flush_subnormal(b, x):
+    """``x``, or a zero of its sign when it is subnormal."""
+    tiny = float(np.finfo(np.float64 if x.type == ir.DoubleType() else np.float32).tiny)
+    small = b.fcmp_ordered("<", T.intrinsic(b, "fabs", x.type, [x]), ir.Constant(x.type, tiny))
+    return b.select(small, T.intrinsic(b, "copysign", x.type, [ir.Constant(x.type, 0.0), x]), x)
 
 
 def binary_op(b: ir.IRBuilder, opcode: str, dtype, x, y, fastmath=()):
