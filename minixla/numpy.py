@@ -157,9 +157,12 @@ def _broadcast_args(*args):
 
 
 def _full_shape(*args):
-    """Broadcast all to one full shape (for ops whose operands must all have it)."""
+    """Broadcast all to one full shape (for ops whose operands must all have it), except a
+    weak-typed constant scalar: broadcast, it would become a plain (strong) array, and lax ops
+    take a rank-0 operand with any shape anyway. (``0 // bool_array`` is weak int32 in JAX and
+    adds to an int8 array as int8.)"""
     shape = broadcast_shapes(*(get_aval(a).shape for a in args))
-    return [broadcast_to(a, shape) for a in args]
+    return [a if isinstance(a, WeakScalar) else broadcast_to(a, shape) for a in args]
 
 
 def _check_kind(name, x, kinds):
@@ -331,7 +334,7 @@ def remainder(x1, x2, /):
         x1, x2 = _cast(x1, _default_int()), _cast(x2, _default_int())
     x1, x2 = _full_shape(x1, x2)
     if get_aval(x2).dtype.kind in "iu":  # as jax.numpy: x % 0 is computed as x % 1 = 0
-        x2 = where(equal(x2, 0), _cast(1, get_aval(x2).dtype), x2)
+        x2 = where(equal(x2, 0), _cast(1, get_aval(x2).dtype, get_aval(x2).weak_type), x2)
     trunc_mod = lax.rem(x1, x2)
     trunc_mod_not_zero = not_equal(trunc_mod, 0)
     do_plus = lax.bitwise_and(not_equal(less(trunc_mod, 0), less(x2, 0)), trunc_mod_not_zero)
@@ -354,7 +357,7 @@ def fmod(x1, x2, /):
         x1, x2 = _cast(x1, _default_int()), _cast(x2, _default_int())
     x1, x2 = _full_shape(x1, x2)
     if get_aval(x1).dtype.kind in "iu":
-        x2 = where(equal(x2, 0), _cast(1, get_aval(x2).dtype), x2)
+        x2 = where(equal(x2, 0), _cast(1, get_aval(x2).dtype, get_aval(x2).weak_type), x2)
     return lax.rem(x1, x2)
 
 
@@ -600,8 +603,11 @@ def where(condition, x=None, y=None, /):
     cond = _as_bool(condition)
     shape = broadcast_shapes(*(get_aval(a).shape for a in (cond, x, y)))
     cond = broadcast_to(cond, shape) if get_aval(cond).shape != () else cond
+    weak = get_aval(x).weak_type and get_aval(y).weak_type
     x, y = broadcast_to(x, shape), broadcast_to(y, shape)
-    return lax.select_n(cond, y, x)
+    out = lax.select_n(cond, y, x)
+    # (a broadcast weak constant is a plain array: put back the weak type JAX gives the result)
+    return lax._convert_weak(out, get_aval(out).dtype, True) if weak and not get_aval(out).weak_type else out
 
 
 def select(condlist, choicelist, default=0):

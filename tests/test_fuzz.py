@@ -489,6 +489,12 @@ def test_regressions():
          np.array([-0.0], np.float32)),
         (lambda np_, a: np_.matmul(a.astype(np_.float16), np_.isnan(a)), np.array([-0.75], np.float32),
          np.array(-0.0, np.float16)),
+        # 0 // bool_array is a weak int32 in JAX (it adds to int8 as int8): broadcasting the weak 0
+        # (or where's weak 1) into a constant array must not make it strong
+        (lambda np_, a: np_.floor_divide(0, a > 0) + a, np.array([[3, -2]], np.int8), np.array([[3, -3]], np.int8)),
+        (lambda np_, a: np_.remainder(0, a > 0) + a, np.array([[3, -2]], np.int8), np.array([[3, -2]], np.int8)),
+        (lambda np_, a: np_.fmod(0, a > 0) + a, np.array([[3, -2]], np.int8), np.array([[3, -2]], np.int8)),
+        (lambda np_, a: np_.where(a > 0, 1, 2) + a, np.array([[3, -2]], np.int8), np.array([[4, 0]], np.int8)),
         # a static out-of-range int index clamps, as JAX's gather does (no IndexError on a jnp array)
         (lambda np_, a: a[5], np.arange(3, dtype=np.float32), np.array(2.0, np.float32)),
         (lambda np_, a: a[-4], np.arange(3, dtype=np.float32), np.array(0.0, np.float32)),
