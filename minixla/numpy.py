@@ -265,7 +265,8 @@ def true_divide(x1, x2, /):
     """
     x1, x2 = _promote_inexact(_arr(x1), _arr(x2))
     out_shape = broadcast_shapes(get_aval(x1).shape, get_aval(x2).shape)
-    if get_aval(x2).shape != out_shape and out_shape != ():
+    if get_aval(x2).shape != out_shape and math.prod(out_shape) > 1:  # (XLA makes a one-element
+        # broadcast a reshape, and then there is no broadcast divisor to rewrite)
         one = _cast(1, get_aval(x2).dtype, get_aval(x2).weak_type)
         return multiply(x1, lax.div(one, x2) if isinstance(x2, Tracer) else _reciprocal_const(x2))
     x1, x2 = _broadcast_args(x1, x2)
@@ -286,12 +287,12 @@ divide = true_divide
 def _div_by_constant(x, c):
     """``x / c`` for a constant ``c``, as JAX eager computes ``jax.numpy``'s ``lax.div(x, c)``:
     for an array, XLA rewrites the division by the broadcast ``c`` into ``x * (1 / c)`` (``1 / c``
-    rounded to the dtype, an ulp away from the division at most); a scalar ``x`` is divided
-    (nothing is broadcast); integers divide, truncating. ``mean``, ``var`` and
+    rounded to the dtype, an ulp away from the division at most); a one-element ``x`` is divided
+    (XLA turns a one-element broadcast into a reshape); integers divide, truncating. ``mean``, ``var`` and
     ``round(x, decimals)`` use this, so they are JAX's bit for bit."""
     aval = get_aval(x)
     dt = aval.dtype
-    if not _is_inexact(dt) or aval.ndim == 0:
+    if not _is_inexact(dt) or aval.size <= 1:
         return lax.div(*_broadcast_args(x, np.asarray(c).astype(dt)[()]))
     with np.errstate(divide="ignore"):
         inv = np.asarray(1, dt) / np.asarray(c).astype(dt)

@@ -495,6 +495,13 @@ def test_regressions():
         (lambda np_, a: np_.remainder(0, a > 0) + a, np.array([[3, -2]], np.int8), np.array([[3, -2]], np.int8)),
         (lambda np_, a: np_.fmod(0, a > 0) + a, np.array([[3, -2]], np.int8), np.array([[3, -2]], np.int8)),
         (lambda np_, a: np_.where(a > 0, 1, 2) + a, np.array([[3, -2]], np.int8), np.array([[4, 0]], np.int8)),
+        # ... and so does a one-element mean with keepdims (XLA makes the one-element broadcast a reshape)
+        (lambda np_, a: np_.mean(a, keepdims=True), np.array([[0, 3, 0], [-4, -4, -9]], np.int32),
+         np.array([[-2.3333333]], np.float32)),
+        (lambda np_, a: np_.true_divide(a.reshape(1, 1), 6), np.array([-14.0], np.float32),
+         np.array([[-2.3333333]], np.float32)),
+        (lambda np_, a: np_.true_divide(a, 6), np.array([-14.0, 1.0], np.float32),
+         np.array([-2.3333335, 0.16666667], np.float32)),
         # a static out-of-range int index clamps, as JAX's gather does (no IndexError on a jnp array)
         (lambda np_, a: a[5], np.arange(3, dtype=np.float32), np.array(2.0, np.float32)),
         (lambda np_, a: a[-4], np.arange(3, dtype=np.float32), np.array(0.0, np.float32)),
