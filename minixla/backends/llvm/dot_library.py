@@ -36,7 +36,7 @@ from minixla.backends.llvm import gemm as G
 from minixla.backends.llvm import ir_types as T
 from minixla.backends.llvm.loops import for_loop, if_then
 
-#: batch dimensions the routine walks (more are merged or fall back to a specialised kernel)
+#: batch dimensions the routine walks (a dot with more gets the specialised kernel)
 MAX_BATCH_DIMS = 6
 
 #: positions in ``params``
