@@ -65,3 +65,12 @@ def test_identity_flush_of_a_two_element_vector_compiles(backend):
     x = np.array([[[-128], [5]]], np.int8)
     got = minixla.jit(lambda a: mnp.mean(a + a, axis=2, keepdims=True), backend=backend)(x)
     assert got.dtype == np.float32 and got.tolist() == [[[0.0], [10.0]]]  # int8 -128 + -128 wraps to 0
+
+
+def test_jax_handoff_evaluates_hlo_outside_an_executable_too():
+    """The hidden 1.0 and constants only exist while a JaxExecutable traces; evaluating a
+    computation directly must still compute x * 3 + x (it squared the product before)."""
+    from minixla.backends import jax_xla
+    x = np.arange(3, dtype=np.float32)
+    c = minixla.jit(lambda a: a * 3.0 + a, backend="jax").lower(x).compile()
+    np.testing.assert_array_equal(jax_xla.evaluate_computation(c.hlo_module.entry, [jnp.asarray(x)]), x * 3 + x)

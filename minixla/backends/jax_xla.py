@@ -101,7 +101,8 @@ def evaluate_computation(comp, args):
             raise errors.UnsupportedError(f"jax backend: no rule for HLO opcode '{instr.opcode}'")
         value = rule(instr, *[env[o] for o in instr.operands])
         if instr.opcode == "multiply" and jnp.issubdtype(value.dtype, jnp.inexact):
-            value = jnp.multiply(value, _hidden_value(("one", np.dtype(value.dtype)), lambda: value))
+            one = _hidden_value(("one", np.dtype(value.dtype)), lambda: None)
+            value = value if one is None else jnp.multiply(value, one)
         env[instr] = value
     return env[comp.root]
 

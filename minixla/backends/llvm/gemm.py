@@ -45,8 +45,8 @@ the fused tail. Measured: a GEMM kernel cost 30-40 ms of LLVM time with the tile
 15-20 ms calling the routine (the tail and prefetch are loops too, not ``MR`` unrolled copies);
 the call, once per ~1000-cycle tile, showed no slowdown in the benchmarks.
 
-A *plain* dot (nothing fused into it) does not get a kernel of its own at all: it calls
-``dot_library.py``'s routine, this same algorithm with every size and stride a run-time
+A *plain* dot (nothing fused into it) gets a kernel that is a single call of
+``dot_library.py``'s routine: this same algorithm with every size and stride a run-time
 argument, compiled once per process (XLA:CPU's runtime matmul).
 """
 from __future__ import annotations
