@@ -35,7 +35,7 @@ import numpy as np
 from llvmlite import ir
 
 from minixla.backends.llvm import ir_types as T
-from minixla.backends.llvm import kernel_cache
+from minixla.backends.llvm import compile_server, kernel_cache
 from minixla.backends.llvm.kernels import DENORMAL_ATTRIBUTE, FLUSH_DENORMALS, emit_kernel
 from minixla.backends.llvm.loops import with_loop_ids
 from minixla.backends.llvm.runtime import thread_pool
@@ -412,6 +412,7 @@ def compile_module(module, assignment, num_threads: int | None = None) -> LlvmEx
         pool = ThreadPool(num_threads)
     llvm_module = ir.Module(name=module.name)
     kernels, new_kernels, used = [], {}, {}
+    split = compile_server.Split()  # new kernels start compiling in the worker as soon as emitted
     for instr in module.entry.instructions:
         if instr.opcode in _NO_KERNEL:
             continue
@@ -427,6 +428,7 @@ def compile_module(module, assignment, num_threads: int | None = None) -> LlvmEx
             cached = kernel_cache.lookup(kernel.symbol)
             if cached is None:
                 new_kernels[kernel.symbol] = text
+                split.offer(kernel.symbol, text)
             else:
                 used[kernel.symbol] = cached
         fn = kmod.globals[kernel_cache.PLACEHOLDER]
@@ -436,8 +438,10 @@ def compile_module(module, assignment, num_threads: int | None = None) -> LlvmEx
     plan = _Plan(kernels, assignment, pool.size)
     steps, thunks = plan.emit(llvm_module)
     names = sorted({name for _, name, _ in steps} | set(thunks))
-    texts = [str(llvm_module), *new_kernels.values()]
-    jit = kernel_cache.program(texts[0], names, lambda: JitModule(texts[0], names + list(new_kernels), texts[1:]))
+    main = str(llvm_module)
+    local = [text for symbol, text in new_kernels.items() if symbol not in split.remote]
+    jit = kernel_cache.program(main, names, lambda: JitModule(main, names + list(new_kernels), local,
+                                                              objects=list(split.remote.values())))
     jit.cached_kernels = getattr(jit, "cached_kernels", None) or dict(used)  # keeps their code alive
     for symbol, text in new_kernels.items():
         kernel_cache.insert(symbol, text, jit)

@@ -73,11 +73,6 @@ def optimize(mod) -> None:
     pm.run(mod, pb)
 
 
-def emit_assembly(llvm_ir: str) -> str:
-    """The host assembly for a module given as (optimized) IR text."""
-    return host_target_machine().emit_assembly(parse(llvm_ir))
-
-
 def optimized_assembly(llvm_ir: str) -> str:
     """The host assembly for a module given as IR text before optimization."""
     mod = parse(llvm_ir)
@@ -91,43 +86,81 @@ class JitModule:
     ``link``: more IR texts (modules of their own) linked into the first one before
     optimization -- the executable compiles a program's thunks with the kernels it has not
     compiled before, each kernel being a module of its own (see ``kernel_cache.py``).
+    ``objects``: ``(IR text, Future of its object code)`` pairs of modules the compile worker
+    is compiling meanwhile (``compile_server.py``); one whose future fails is compiled here.
+    Every module ends as an object file loaded into one MCJIT engine, which resolves the calls
+    between them (and to symbols registered with ``llvm.add_symbol``).
 
     Attributes:
       llvm_ir: the IR text we generated (before optimization), linked modules appended.
-      optimized_llvm_ir: the IR text after ``-O3`` (printed on first access).
-      compile_ms: wall time of parse + link + optimize + machine-code generation.
+      optimized_llvm_ir: the IR text after ``-O3`` (printed on first access; the worker's
+        modules are optimized again here for it, with the same passes).
+      compile_ms: wall time of parse + link + optimize + machine-code generation, including
+        the wait for the worker.
+      worker_modules: how many of ``objects`` the worker compiled.
       asm: the host assembly (computed on first access: printing it costs as much as codegen).
     """
 
-    def __init__(self, llvm_ir: str, function_names, link=()):
+    def __init__(self, llvm_ir: str, function_names, link=(), objects=()):
         t0 = time.perf_counter()
-        self.llvm_ir = "\n".join([llvm_ir, *link])
-        mod = parse(llvm_ir)
-        for text in link:
-            mod.link_in(parse(text))
-        optimize(mod)
-        # The engine owns the module (and its own target machine) from here on; the module
-        # stays readable as long as the engine lives (we hold both).
-        self._module = mod
-        self._engine = llvm.create_mcjit_compiler(mod, create_host_target_machine())
+        self.llvm_ir = "\n".join([llvm_ir, *link, *(text for text, _ in objects)])
+        self._link = list(link)
+        self._remote_texts = [text for text, _ in objects]
+        mod = self._optimized_module(llvm_ir, link)
+        # Our own module becomes an object file first, so that its codegen overlaps the
+        # worker's; the engine (an MCJIT over an empty module) then loads every object and
+        # resolves the calls between them. It keeps the code alive: we hold it.
+        codes = [host_target_machine().emit_object(mod)]
+        self.worker_modules = 0
+        for text, future in objects:
+            try:
+                codes.append(future.result())
+                self.worker_modules += 1
+            except Exception:  # the worker failed or exited: compile it here (and report it here)
+                codes.append(host_target_machine().emit_object(self._optimized_module(text)))
+        self._engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), create_host_target_machine())
+        for code in codes:
+            self._engine.add_object_file(llvm.ObjectFileRef.from_data(code))
         self._engine.finalize_object()
         self.addresses = {name: self._engine.get_function_address(name) for name in function_names}
         self.compile_ms = (time.perf_counter() - t0) * 1e3
-        self._optimized = None
+        self._main = llvm_ir
+        self._dump = None
         self._asm = None
+
+    @staticmethod
+    def _optimized_module(text: str, link=()):
+        mod = parse(text)
+        for other in link:
+            mod.link_in(parse(other))
+        optimize(mod)
+        return mod
+
+    def _dumped(self):
+        """(modules, their IR text, {function: its IR}) after ``-O3``, optimized again for a
+        dump -- code generation rewrites a module's IR in place, and the worker's modules never
+        were here -- from the same text with the same passes; texts taken before any codegen."""
+        if self._dump is None:
+            modules = [self._optimized_module(self._main, self._link),
+                       *(self._optimized_module(text) for text in self._remote_texts)]
+            functions = {f.name: str(f) for m in modules for f in m.functions if not f.is_declaration}
+            self._dump = (modules, "\n".join(str(m) for m in modules), functions)
+        return self._dump
 
     @property
     def optimized_llvm_ir(self) -> str:
-        if self._optimized is None:
-            self._optimized = str(self._module)
-        return self._optimized
+        return self._dumped()[1]
 
     def function_ir(self, name: str) -> str:
         """The optimized IR of one function of the module (its ``define``)."""
-        return str(self._module.get_function(name))
+        functions = self._dumped()[2]
+        if name not in functions:
+            raise KeyError(f"no function {name!r} is defined in this JitModule")
+        return functions[name]
 
     @property
     def asm(self) -> str:
         if self._asm is None:
-            self._asm = emit_assembly(self.optimized_llvm_ir)
+            machine = host_target_machine()
+            self._asm = "\n".join(machine.emit_assembly(m) for m in self._dumped()[0])
         return self._asm

@@ -1,0 +1,182 @@
+"""Kernels compiled in parallel in a second process (XLA:CPU's parallel codegen).
+
+LLVM dominates minixla's compile time (a row-fused softmax kernel is ~17 ms of ``-O3`` and
+codegen), and llvmlite serializes every LLVM call of a process behind one lock, so threads
+cannot compile two modules at once. XLA:CPU splits a program's LLVM module and compiles the
+parts on a thread pool; we get the same parallelism from one *compile worker* process
+(``compile_worker.py``), started on the first compile and kept for the life of the process.
+
+While ``executable.compile_module`` emits a program's kernels, each new kernel is *offered*
+to a ``Split``: it goes to the worker when the worker's queue is no longer than what the
+parent keeps for itself (its own kernels, plus the thunks and the rest of the compile,
+counted as ``PARENT_SHARE`` characters of IR); otherwise the parent links it into the
+program's module as before. The worker sends back an object file, which the ``JitModule``
+loads into its execution engine next to the parent's own; a kernel whose compile fails in
+the worker is compiled by the parent. The machine code is the same either way.
+
+``MINIXLA_COMPILE_WORKERS``: ``0`` turns the worker off (everything compiles in-process);
+the default is 1 worker on a machine with two or more cores, none on one core.
+"""
+from __future__ import annotations
+
+import atexit
+import os
+import subprocess
+import sys
+import threading
+from concurrent.futures import Future
+
+from minixla.backends.llvm.compile_worker import REPLY, REQUEST, _read_exact
+
+#: the parent's own share of a program's compile, in characters of kernel IR
+PARENT_SHARE = 3000
+#: smaller kernels stay in the parent: linked into its module they cost ~1 ms, while a module
+#: of their own costs ~2.5 ms of fixed LLVM overhead wherever it is compiled
+MIN_REMOTE_CHARS = 3000
+
+_WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "compile_worker.py")
+# (loaded by path: running the file as a script would put this folder, whose math.py would
+# shadow the standard library's, on sys.path)
+_BOOT = ("import importlib.util as u, sys; s = u.spec_from_file_location('minixla_compile_worker', sys.argv[1]); "
+         "m = u.module_from_spec(s); s.loader.exec_module(m); m.main()")
+
+
+class CompileWorkerError(RuntimeError):
+    """The worker could not compile a module (or exited); the parent compiles it instead."""
+
+
+def workers_requested() -> int:
+    """How many compile workers to run: ``MINIXLA_COMPILE_WORKERS`` (0 or 1), else 1 when
+    the machine has two or more cores."""
+    env = os.environ.get("MINIXLA_COMPILE_WORKERS")
+    if env is None:
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        return 1 if cores > 1 else 0
+    try:
+        return min(max(int(env), 0), 1)
+    except ValueError:
+        raise ValueError(f"MINIXLA_COMPILE_WORKERS must be an integer, got {env!r}") from None
+
+
+class CompileServer:
+    """One worker process and the futures of the modules it is compiling.
+
+    ``submit(text)`` returns a ``Future`` of the object code (``bytes``), or None when the
+    worker is not ready yet or has exited. A reader thread completes the futures; a worker
+    that dies fails every pending future with ``CompileWorkerError``.
+    """
+
+    def __init__(self):
+        self.pid = os.getpid()
+        self.proc = subprocess.Popen([sys.executable, "-c", _BOOT, _WORKER], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        self.ready = threading.Event()
+        self.alive = True
+        self.pending_chars = 0      # IR characters sent and not answered yet
+        self._pending: dict[int, tuple[Future, int]] = {}
+        self._next_id = 1
+        self._state = threading.Lock()   # _pending, _next_id, pending_chars, alive
+        self._write = threading.Lock()   # one request on the pipe at a time (never held with _state)
+        self._reader = threading.Thread(target=self._read_replies, name="minixla-compile-server", daemon=True)
+        self._reader.start()
+
+    def submit(self, text: str) -> Future | None:
+        if not self.ready.is_set():
+            return None
+        data = text.encode()
+        future = Future()
+        with self._state:
+            if not self.alive:
+                return None
+            rid, self._next_id = self._next_id, self._next_id + 1
+            self._pending[rid] = (future, len(data))
+            self.pending_chars += len(data)
+        try:
+            with self._write:
+                self.proc.stdin.write(REQUEST.pack(rid, len(data)) + data)
+                self.proc.stdin.flush()
+        except (OSError, ValueError):  # the worker is gone (broken pipe, closed stdin)
+            self._stop()
+        return future
+
+    def _read_replies(self) -> None:
+        out = self.proc.stdout
+        try:
+            while (head := _read_exact(out, REPLY.size)) is not None:
+                rid, status, n = REPLY.unpack(head)
+                payload = _read_exact(out, n)
+                if payload is None:
+                    break
+                if rid == 0:
+                    self.ready.set()
+                    continue
+                with self._state:
+                    future, size = self._pending.pop(rid)
+                    self.pending_chars -= size
+                if status == 0:
+                    future.set_result(payload)
+                else:
+                    future.set_exception(CompileWorkerError(payload.decode(errors="replace")))
+        finally:
+            self._stop()
+
+    def _stop(self) -> None:
+        with self._state:
+            self.alive = False
+            pending, self._pending, self.pending_chars = list(self._pending.values()), {}, 0
+        for future, _ in pending:
+            if not future.done():
+                future.set_exception(CompileWorkerError("the compile worker exited"))
+
+    def close(self) -> None:
+        """Close the worker's input: it exits when done with what it has."""
+        try:
+            self.proc.stdin.close()
+        except OSError:
+            pass
+
+
+_server: CompileServer | None = None
+_server_lock = threading.Lock()
+
+
+def server() -> CompileServer | None:
+    """The process-wide compile server (started on first use), or None when turned off.
+    A forked child starts its own (the parent's pipes are not its to use); a worker that
+    exited is replaced (compiles stay in-process until the new one is ready, ~0.2 s)."""
+    global _server
+    if workers_requested() == 0:
+        return None
+    with _server_lock:
+        if _server is None or _server.pid != os.getpid() or not _server.alive:
+            try:
+                _server = CompileServer()
+            except OSError:  # cannot start a process here: compile in-process
+                return None
+            atexit.register(_server.close)
+        return _server
+
+
+class Split:
+    """Which of one program's new kernels the worker compiles, decided as they are emitted.
+
+    ``remote``: {symbol: (IR text, Future of object code)} for the kernels sent.
+    """
+
+    def __init__(self):
+        self.server = server()
+        self.parent_chars = PARENT_SHARE
+        self.remote: dict[str, tuple[str, Future]] = {}
+
+    def offer(self, symbol: str, text: str) -> bool:
+        """Send ``text`` to the worker if it is big enough to be worth a module of its own
+        and the worker's queue is no longer than the parent's share; False: the parent
+        compiles it."""
+        if (self.server is not None and len(text) >= MIN_REMOTE_CHARS
+                and self.server.pending_chars <= self.parent_chars):
+            future = self.server.submit(text)
+            if future is not None:
+                self.remote[symbol] = (text, future)
+                return True
+        self.parent_chars += len(text)
+        return False

@@ -1,0 +1,144 @@
+"""The compile worker (compile_server.py / compile_worker.py): kernels compiled in a second
+process are the same machine code, and every failure falls back to compiling in-process."""
+import ctypes
+import re
+
+import numpy as np
+import pytest
+
+import minixla
+import minixla.numpy as mnp
+from minixla.backends.llvm import compile_server, kernel_cache, target
+
+KERNEL = """
+define void @"store_n"(ptr %p, i64 %n) noinline nounwind {
+entry:
+  store i64 %n, ptr %p
+  ret void
+}
+"""
+CALLER = """
+declare void @"store_n"(ptr, i64)
+define void @"store_42"(ptr %p) nounwind {
+entry:
+  call void @"store_n"(ptr %p, i64 42)
+  ret void
+}
+"""
+
+
+@pytest.fixture
+def fresh_server():
+    srv = compile_server.CompileServer()
+    assert srv.ready.wait(60), "the compile worker did not start"
+    yield srv
+    srv.close()
+    srv.proc.wait(60)
+
+
+def _call_store_42(jit):
+    out = ctypes.c_int64(0)
+    ctypes.CFUNCTYPE(None, ctypes.c_void_p)(jit.addresses["store_42"])(ctypes.addressof(out))
+    return out.value
+
+
+def test_worker_returns_object_code_the_engine_links(fresh_server):
+    future = fresh_server.submit(KERNEL)
+    assert future.result(60).startswith(b"\x7fELF")
+    jit = target.JitModule(CALLER, ["store_42", "store_n"], objects=[(KERNEL, fresh_server.submit(KERNEL))])
+    assert jit.worker_modules == 1
+    assert _call_store_42(jit) == 42
+    assert 'define void @"store_n"' in jit.llvm_ir
+    assert "define void @store_n" in jit.function_ir("store_n")  # the worker's module, for dumps
+    assert "store_n" in jit.asm and "store_42" in jit.asm
+    assert fresh_server.pending_chars == 0
+
+
+def test_worker_reports_bad_ir_and_the_parent_raises_it(fresh_server):
+    bad = "define void @f() {\nentry:\n  ret i32 0\n}\n"
+    with pytest.raises(compile_server.CompileWorkerError, match="RuntimeError"):
+        fresh_server.submit(bad).result(60)
+    assert fresh_server.alive  # one bad module does not stop the worker
+    with pytest.raises(RuntimeError):  # compiled again here: the user sees LLVM's own error
+        target.JitModule(CALLER, ["store_42"], objects=[(bad, fresh_server.submit(bad))])
+
+
+def test_dead_worker_fails_pending_futures_and_the_parent_compiles(fresh_server):
+    fresh_server.proc.kill()
+    fresh_server.proc.wait(60)
+    future = fresh_server.submit(KERNEL)
+    if future is not None:  # (the reader thread may not have seen the exit yet)
+        with pytest.raises(compile_server.CompileWorkerError):
+            future.result(60)
+        jit = target.JitModule(CALLER, ["store_42", "store_n"], objects=[(KERNEL, future)])
+        assert jit.worker_modules == 0 and _call_store_42(jit) == 42
+    fresh_server._reader.join(60)
+    assert not fresh_server.alive and fresh_server.submit(KERNEL) is None
+
+
+def test_split_sends_big_kernels_while_the_worker_queue_is_short():
+    class FakeServer:
+        pending_chars = 0
+
+        def submit(self, text):
+            self.pending_chars += len(text)
+            return object()
+
+    split = compile_server.Split()
+    split.server = FakeServer()
+    big = "x" * compile_server.MIN_REMOTE_CHARS
+    split.parent_chars = len(big)             # (the thunks' share)
+    assert not split.offer("small", big[1:])  # not worth a module: the parent's share is 2 big - 1
+    assert split.offer("a", big * 3)          # the worker's queue is empty
+    assert not split.offer("b", big * 2)      # its queue (a) is longer than the parent's share
+    assert split.offer("c", big)              # the parent's share is now 4 big - 1
+    assert list(split.remote) == ["a", "c"]
+
+
+def test_workers_requested_reads_the_environment(monkeypatch):
+    monkeypatch.setenv("MINIXLA_COMPILE_WORKERS", "0")
+    assert compile_server.workers_requested() == 0 and compile_server.server() is None
+    monkeypatch.setenv("MINIXLA_COMPILE_WORKERS", "4")
+    assert compile_server.workers_requested() == 1
+    monkeypatch.setenv("MINIXLA_COMPILE_WORKERS", "two")
+    with pytest.raises(ValueError, match="MINIXLA_COMPILE_WORKERS"):
+        compile_server.workers_requested()
+
+
+def test_server_is_replaced_after_a_fork_or_an_exit(monkeypatch):
+    monkeypatch.delenv("MINIXLA_COMPILE_WORKERS", raising=False)
+    monkeypatch.setattr(compile_server.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    first = compile_server.server()
+    assert compile_server.server() is first
+    monkeypatch.setattr(first, "pid", -1)  # as seen from a forked child
+    second = compile_server.server()
+    assert second is not first
+    second.proc.kill()
+    second._reader.join(60)
+    third = compile_server.server()
+    assert third is not second and third.alive
+
+
+def _softmax(x):
+    e = mnp.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def test_program_compiled_with_the_worker_is_bit_identical(monkeypatch):
+    x = np.random.default_rng(0).standard_normal((64, 512)).astype(np.float32)
+    x[3, 7], x[5] = np.nan, -np.inf
+    monkeypatch.setenv("MINIXLA_COMPILE_WORKERS", "0")
+    kernel_cache.clear()
+    local = minixla.jit(_softmax).lower(x).compile()
+    assert local.executable._jit.worker_modules == 0
+    monkeypatch.setenv("MINIXLA_COMPILE_WORKERS", "1")
+    assert compile_server.server().ready.wait(60)
+    kernel_cache.clear()
+    remote = minixla.jit(_softmax).lower(x).compile()
+    assert remote.executable._jit.worker_modules == 1  # the row kernel
+    np.testing.assert_array_equal(np.asarray(remote(x)).view(np.int32), np.asarray(local(x)).view(np.int32))
+    # the same optimized kernel, wherever it was compiled
+    symbol, = [k.symbol for k in remote.executable._kernels]
+    def body(exe):  # (attribute groups are numbered per module)
+        return re.sub(r"#\d+", "#N", exe._jit.function_ir(symbol))
+    assert body(local.executable) == body(remote.executable)
