@@ -113,10 +113,28 @@ def test_server_is_replaced_after_a_fork_or_an_exit(monkeypatch):
     monkeypatch.setattr(first, "pid", -1)  # as seen from a forked child
     second = compile_server.server()
     assert second is not first
+    assert second.ready.wait(60)
+    monkeypatch.setattr(compile_server, "_restarts", 0)
     second.proc.kill()
     second._reader.join(60)
     third = compile_server.server()
-    assert third is not second and third.alive
+    assert third is not second and third.alive and compile_server._restarts == 1
+    monkeypatch.setattr(compile_server, "_restarts", compile_server.MAX_RESTARTS)
+    assert third.ready.wait(60)
+    third.proc.kill()
+    third._reader.join(60)
+    assert compile_server.server() is None  # no more restarts: compile in-process
+
+
+def test_a_worker_that_never_starts_is_not_restarted(monkeypatch):
+    monkeypatch.setenv("MINIXLA_COMPILE_WORKERS", "1")
+    monkeypatch.setattr(compile_server, "_BOOT", "raise SystemExit(1)")  # as without llvmlite
+    monkeypatch.setattr(compile_server, "_server", None)
+    broken = compile_server.server()
+    broken._reader.join(60)
+    assert not broken.alive and not broken.ready.is_set()
+    assert compile_server.server() is None and compile_server.Split().server is None
+    monkeypatch.setattr(compile_server, "_server", None)  # (the next test starts a good one)
 
 
 def _softmax(x):

@@ -138,17 +138,27 @@ class CompileServer:
 
 _server: CompileServer | None = None
 _server_lock = threading.Lock()
+#: workers replaced after they exited; past ``MAX_RESTARTS`` (or one that never got ready,
+#: e.g. an interpreter without llvmlite) everything compiles in-process
+MAX_RESTARTS = 3
+_restarts = 0
 
 
 def server() -> CompileServer | None:
     """The process-wide compile server (started on first use), or None when turned off.
     A forked child starts its own (the parent's pipes are not its to use); a worker that
-    exited is replaced (compiles stay in-process until the new one is ready, ~0.2 s)."""
-    global _server
+    exited is replaced, up to ``MAX_RESTARTS`` times (compiles stay in-process until the new
+    one is ready, ~0.2 s)."""
+    global _server, _restarts
     if workers_requested() == 0:
         return None
     with _server_lock:
-        if _server is None or _server.pid != os.getpid() or not _server.alive:
+        if _server is not None and _server.pid == os.getpid() and not _server.alive:
+            if not _server.ready.is_set() or _restarts >= MAX_RESTARTS:
+                return None
+            _restarts += 1
+            _server = None
+        if _server is None or _server.pid != os.getpid():
             try:
                 _server = CompileServer()
             except OSError:  # cannot start a process here: compile in-process

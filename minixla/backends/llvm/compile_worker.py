@@ -16,6 +16,7 @@ here is the same machine code the parent would have generated. End of input: it 
 """
 import importlib.util
 import os
+import signal
 import struct
 import sys
 
@@ -42,6 +43,7 @@ def _read_exact(stream, n: int) -> bytes | None:
 
 
 def main() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C in the terminal is for the parent
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
     target = _load_target()
     machine = target.host_target_machine()

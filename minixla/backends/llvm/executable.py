@@ -1,9 +1,11 @@
 """Compile an HloModule to machine code and run it (XLA:CPU's ``CpuExecutable``).
 
 ``compile_module`` emits one kernel per entry instruction (in program order), each into an
-LLVM module of its own named after a hash of its text, plus the code that calls them; the
-kernels not in the process-wide kernel cache (``kernel_cache.py``) are linked in with that
-code, which is optimized and JIT-compiled once. It then prepares everything a call needs, so
+LLVM module of its own named after a hash of its text, plus the code that calls them; of the
+kernels not in the process-wide kernel cache (``kernel_cache.py``), the big ones start
+compiling in the compile worker as soon as they are emitted (``compile_server.py``) and the
+others are linked in with that code, which is optimized and compiled once; one engine loads
+all the object code. It then prepares everything a call needs, so
 that a cached call does little Python work:
 
 * a **buffer table**: one pointer-sized slot per distinct buffer (parameters, outputs,

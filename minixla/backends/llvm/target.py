@@ -110,16 +110,15 @@ class JitModule:
         # Our own module becomes an object file first, so that its codegen overlaps the
         # worker's; the engine (an MCJIT over an empty module) then loads every object and
         # resolves the calls between them. It keeps the code alive: we hold it.
-        codes = [host_target_machine().emit_object(mod)]
+        self._engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), create_host_target_machine())
+        self._engine.add_object_file(llvm.ObjectFileRef.from_data(host_target_machine().emit_object(mod)))
         self.worker_modules = 0
         for text, future in objects:
             try:
-                codes.append(future.result())
+                code = future.result()
                 self.worker_modules += 1
             except Exception:  # the worker failed or exited: compile it here (and report it here)
-                codes.append(host_target_machine().emit_object(self._optimized_module(text)))
-        self._engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), create_host_target_machine())
-        for code in codes:
+                code = host_target_machine().emit_object(self._optimized_module(text))
             self._engine.add_object_file(llvm.ObjectFileRef.from_data(code))
         self._engine.finalize_object()
         self.addresses = {name: self._engine.get_function_address(name) for name in function_names}
