@@ -105,8 +105,16 @@ exit:
 """
 
 
+#: untimed runs before timing, in seconds: on this VM two busy threads run at half speed for
+#: ~50 ms after the cores were idle (see ``run._sampler``)
+WARM_UP_S = 0.15
+
+
 def _median_time(fn, repeat: int) -> float:
+    t0 = time.perf_counter()
     fn()
+    while time.perf_counter() - t0 < WARM_UP_S:
+        fn()
     times = []
     for _ in range(repeat):
         t0 = time.perf_counter()

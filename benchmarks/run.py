@@ -9,7 +9,9 @@ in one process, on the same inputs, next to this machine's limits.
 Method. Every framework runs each workload once to warm up (and compile), then ``repeat``
 timed samples are taken *interleaved* (numpy, minixla, jax, numpy, ...), so background load
 hits all three alike; each sample times enough calls to last ``min_sample_ms`` and the
-reported time is the median sample. ``jax.jit`` results are waited for
+reported time is the median sample. Each sample runs the calls untimed for ``settle_ms``
+first (another framework's thread pool may still be spin-waiting, taking a core; see
+``_sampler``). ``jax.jit`` results are waited for
 (``block_until_ready``) and its inputs are already device arrays. Compile time is
 ``jit(f).lower(*args).compile()`` of a fresh function, the median of ``compile_repeat``
 runs, for minixla (with its process-wide kernel cache cleared: a cold compile) and for jax;
@@ -42,14 +44,24 @@ from benchmarks import workloads as W  # noqa: E402
 FRAMEWORKS = ("numpy", "minixla", "jax")
 
 
-def _sampler(call, min_sample_s: float):
-    """A function timing one sample (seconds per call) of ``call``, calibrated once."""
+def _sampler(call, min_sample_s: float, settle_s: float = 0.0):
+    """A function timing one sample (seconds per call) of ``call``, calibrated once.
+
+    Each sample first runs the calls untimed for ``settle_s``: the frameworks' thread pools
+    spin-wait after their last call (OpenBLAS's for ~120 ms, measured here), and a pool still
+    spinning takes a core from the next framework's threads -- minixla's 2-thread MLP timed
+    right after numpy ran at the speed of one thread. (A pause instead of the untimed calls
+    does not work on this VM: after ~0.1 s idle, two busy threads run at half speed for
+    the next ~50 ms.) So every framework is timed in its own steady state."""
     t0 = time.perf_counter()
     call()
     one = time.perf_counter() - t0
     number = max(1, int(min_sample_s / max(one, 1e-7)))
+    settle = int(settle_s / max(one, 1e-7))
 
     def sample():
+        for _ in range(settle):
+            call()
         t = time.perf_counter()
         for _ in range(number):
             call()
@@ -87,7 +99,7 @@ def _compile_times(workload, args, repeat):
 
 
 def run_workload(workload, limits, scale=1.0, repeat=15, min_sample_ms=20.0, compile_repeat=3,
-                 frameworks=FRAMEWORKS, seed=0) -> dict:
+                 frameworks=FRAMEWORKS, seed=0, settle_ms=150.0) -> dict:
     """Time one workload on every framework; returns a result dict (see ``run_suite``)."""
     import jax
     import minixla
@@ -106,7 +118,7 @@ def run_workload(workload, limits, scale=1.0, repeat=15, min_sample_ms=20.0, com
         calls["jax"] = lambda: jf(*jargs).block_until_ready()
     for name, call in calls.items():
         outputs[name] = np.asarray(call() if name != "jax" else jf(*jargs))
-    samplers = {name: _sampler(call, min_sample_ms / 1e3) for name, call in calls.items()}
+    samplers = {name: _sampler(call, min_sample_ms / 1e3, settle_ms / 1e3) for name, call in calls.items()}
     samples = {name: [] for name in calls}
     for _ in range(repeat):
         for name, sample in samplers.items():
@@ -143,7 +155,7 @@ def run_workload(workload, limits, scale=1.0, repeat=15, min_sample_ms=20.0, com
     return result
 
 
-def run_suite(workloads, *, scale=1.0, repeat=15, min_sample_ms=20.0, compile_repeat=3, quick_limits=False,
+def run_suite(workloads, *, scale=1.0, repeat=15, min_sample_ms=20.0, settle_ms=150.0, compile_repeat=3, quick_limits=False,
               frameworks=FRAMEWORKS, limits=None, log=print) -> dict:
     """Measure the limits (unless given), then every workload.
     Returns ``{"machine", "limits", "results", "settings"}``."""
@@ -161,12 +173,13 @@ def run_suite(workloads, *, scale=1.0, repeat=15, min_sample_ms=20.0, compile_re
     results = []
     for w in workloads:
         log(f"running {w.name} ...")
-        results.append(run_workload(w, limits, scale, repeat, min_sample_ms, compile_repeat, frameworks))
+        results.append(run_workload(w, limits, scale, repeat, min_sample_ms, compile_repeat, frameworks,
+                                    settle_ms=settle_ms))
     machine = {"cpu": _cpu_name(), "threads": threads, "jax": jax.__version__, "llvmlite": llvmlite.__version__,
                "numpy": np.__version__, "jax_devices": str(jax.devices()),
                "MINIXLA_NUM_THREADS": os.environ.get("MINIXLA_NUM_THREADS", "")}
     return {"machine": machine, "limits": limits, "results": results,
-            "settings": {"scale": scale, "repeat": repeat, "min_sample_ms": min_sample_ms}}
+            "settings": {"scale": scale, "repeat": repeat, "min_sample_ms": min_sample_ms, "settle_ms": settle_ms}}
 
 
 def _cpu_name() -> str:
@@ -282,6 +295,8 @@ def main(argv=None) -> dict:
     p.add_argument("--sweep-only", action="store_true", help="run only the attention sweep")
     p.add_argument("--repeat", type=int, default=15, help="timed samples per framework (default 15)")
     p.add_argument("--min-sample-ms", type=float, default=20.0, help="minimum duration of one sample")
+    p.add_argument("--settle-ms", type=float, default=150.0,
+                   help="untimed calls before each sample (other thread pools stop spinning)")
     p.add_argument("--compile-repeat", type=int, default=3, help="compilations timed per workload (0: skip)")
     p.add_argument("--scale", type=float, default=1.0, help="shrink the workloads (smoke runs)")
     p.add_argument("--quick-limits", action="store_true", help="measure the limits briefly (smoke runs)")
@@ -297,7 +312,7 @@ def main(argv=None) -> dict:
             p.error(f"unknown workload(s) {sorted(unknown)}; choose from {[w.name for w in workloads]}")
         workloads = [w for w in workloads if w.name in a.only]
     suite = run_suite(workloads, scale=a.scale, repeat=a.repeat, min_sample_ms=a.min_sample_ms,
-                      compile_repeat=a.compile_repeat, quick_limits=a.quick_limits, frameworks=a.frameworks)
+                      settle_ms=a.settle_ms, compile_repeat=a.compile_repeat, quick_limits=a.quick_limits, frameworks=a.frameworks)
     if workloads:
         print()
         print(format_table(suite))
@@ -305,7 +320,7 @@ def main(argv=None) -> dict:
         # numpy is left out: eager batched attention at sequence 1024 takes seconds per call.
         fws = [f for f in a.frameworks if f != "numpy"]
         sweep = run_suite(W.sweep_workloads(), repeat=max(3, a.repeat // 3), min_sample_ms=a.min_sample_ms,
-                          compile_repeat=0, frameworks=fws, limits=suite["limits"])
+                          settle_ms=a.settle_ms, compile_repeat=0, frameworks=fws, limits=suite["limits"])
         suite["sweep"] = sweep["results"]
         print("\nAttention sweep (4 heads, d 64), minixla / jax.jit:\n")
         print(format_sweep(sweep["results"]))

@@ -30,7 +30,7 @@ def test_suite_runs_tiny(tmp_path, capsys):
 
 def test_plot_is_written(tmp_path):
     pytest.importorskip("matplotlib")
-    suite = run.run_suite(W.workloads(0.001)[:2], scale=0.001, repeat=1, min_sample_ms=0, compile_repeat=0,
+    suite = run.run_suite(W.workloads(0.001)[:2], scale=0.001, repeat=1, min_sample_ms=0, settle_ms=0, compile_repeat=0,
                           quick_limits=True, log=lambda *a: None)
     assert run.plot(suite, tmp_path / "b.png").stat().st_size > 0
     assert "selu" in run.format_table(suite)
