@@ -1,8 +1,9 @@
 """Differential testing against JAX (``jax._src.test_util``'s role for minixla).
 
 ``check_against_jax(f, jax_f, *args)`` compiles ``f`` with minixla on each backend, runs
-``jax_f`` with JAX eager (op by op, ``jax.disable_jit()``: the semantic reference), and raises
-an ``AssertionError`` with a readable diff when any output differs.
+``jax_f`` with JAX eager (op by op, ``jax.disable_jit()``: the semantic reference) on the
+device that backend targets (``reference_device``), and raises an ``AssertionError`` with a
+readable diff when any output differs.
 """
 from __future__ import annotations
 
@@ -11,6 +12,19 @@ import numpy as np
 from jax import tree_util
 
 from minixla.jit import BACKENDS, jit
+
+
+def reference_device(backend: str):
+    """The device whose JAX eager results ``backend`` must reproduce: the LLVM backend mirrors
+    XLA:CPU, so its reference is JAX on the CPU even where JAX's default device is a GPU; the
+    hand-off backend compiles for JAX's default device, so that is its reference."""
+    return jax.devices("cpu")[0] if backend == "llvm" else jax.devices()[0]
+
+
+def eager_reference(jax_f, *args, backend: str = "jax"):
+    """``jax_f(*args)`` run op by op (``jax.disable_jit()``) on ``reference_device(backend)``."""
+    with jax.default_device(reference_device(backend)), jax.disable_jit():
+        return jax_f(*args)
 
 
 def _describe_mismatch(name, got, want, rtol, atol) -> str | None:
@@ -42,7 +56,8 @@ def _describe_mismatch(name, got, want, rtol, atol) -> str | None:
 
 
 def check_against_jax(f, jax_f, *args, rtol=1e-6, atol=1e-6, backends=BACKENDS):
-    """Run ``minixla.jit(f, backend=b)(*args)`` for each backend and ``jax_f(*args)`` eagerly.
+    """Run ``minixla.jit(f, backend=b)(*args)`` for each backend and ``jax_f(*args)`` eagerly
+    on the device backend ``b`` targets (``reference_device``).
 
     Args:
       f: function written with ``minixla.numpy``/``minixla.lax``.
@@ -54,11 +69,12 @@ def check_against_jax(f, jax_f, *args, rtol=1e-6, atol=1e-6, backends=BACKENDS):
     Raises:
       AssertionError listing, per backend and output, the mismatching elements.
     """
-    with jax.disable_jit():
-        want = jax_f(*args)
-    want_leaves, want_tree = tree_util.tree_flatten(want)
-    results, problems = {}, []
+    wants, results, problems = {}, {}, []
     for backend in backends:
+        device = reference_device(backend)
+        if device not in wants:
+            wants[device] = eager_reference(jax_f, *args, backend=backend)
+        want_leaves, want_tree = tree_util.tree_flatten(wants[device])
         got = jit(f, backend=backend)(*args)
         results[backend] = got
         got_leaves, got_tree = tree_util.tree_flatten(got)

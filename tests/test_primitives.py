@@ -109,7 +109,7 @@ def test_convert_element_type(src, dst, backend):
         x = np.array([True, False])
     else:
         x = np.concatenate([INT_EXTREMES, [127, 128, -128, -129, 255, 256]]).astype(src)
-    check(lambda a: lax.convert_element_type(a, dst), lambda a: jax.lax.convert_element_type(a, dst), x,
+    check(lambda a: lax.convert_element_type(a, dst), lambda a: jax.lax.convert_element_type(jnp.asarray(a), dst), x,
           backend=backend)
 
 
