@@ -1,7 +1,11 @@
 """The compile worker (compile_server.py / compile_worker.py): kernels compiled in a second
 process are the same machine code, and every failure falls back to compiling in-process."""
 import ctypes
+import os
 import re
+import signal
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -100,6 +104,8 @@ def test_workers_requested_reads_the_environment(monkeypatch):
     assert compile_server.workers_requested() == 0 and compile_server.server() is None
     monkeypatch.setenv("MINIXLA_COMPILE_WORKERS", "4")
     assert compile_server.workers_requested() == 1
+    monkeypatch.setenv("MINIXLA_COMPILE_WORKERS", "")  # empty: the default, as MINIXLA_NUM_THREADS
+    assert compile_server.workers_requested() in (0, 1)
     monkeypatch.setenv("MINIXLA_COMPILE_WORKERS", "two")
     with pytest.raises(ValueError, match="MINIXLA_COMPILE_WORKERS"):
         compile_server.workers_requested()
@@ -160,3 +166,90 @@ def test_program_compiled_with_the_worker_is_bit_identical(monkeypatch):
     def body(exe):  # (attribute groups are numbered per module)
         return re.sub(r"#\d+", "#N", exe._jit.function_ir(symbol))
     assert body(local.executable) == body(remote.executable)
+
+
+def test_a_request_interrupted_half_written_stops_the_worker(fresh_server):
+    """Regression (fresh-user report): a Ctrl-C inside submit's write left half a request on
+    the pipe; the worker waited for the rest and every later compile hung."""
+    real = fresh_server.proc.stdin
+
+    class HalfThenInterrupt:
+        def write(self, data):
+            real.write(data[: len(data) // 2])
+            real.flush()
+            raise KeyboardInterrupt
+
+        def flush(self):
+            pass
+
+    fresh_server.proc.stdin = HalfThenInterrupt()
+    with pytest.raises(KeyboardInterrupt):
+        fresh_server.submit(KERNEL)
+    fresh_server.proc.stdin = real
+    fresh_server._reader.join(60)
+    assert not fresh_server.alive and fresh_server.proc.returncode is not None  # stopped and reaped
+    assert fresh_server.submit(KERNEL) is None
+
+
+def test_a_stalled_worker_times_out_and_the_parent_compiles(fresh_server, monkeypatch):
+    """Regression (fresh-user report): a stopped worker blocked compiling until it resumed."""
+    monkeypatch.setattr(compile_server, "WAIT_S", 0.5)
+    os.kill(fresh_server.proc.pid, signal.SIGSTOP)
+    future = fresh_server.submit(KERNEL)
+    t0 = time.perf_counter()
+    jit = target.JitModule(CALLER, ["store_42", "store_n"], objects=[(KERNEL, future)])
+    assert time.perf_counter() - t0 < 30
+    assert jit.worker_modules == 0 and _call_store_42(jit) == 42
+    fresh_server._reader.join(60)
+    assert not fresh_server.alive and fresh_server.proc.returncode is not None
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+@pytest.mark.filterwarnings("ignore:os.fork")
+def test_a_forked_child_does_not_keep_the_parents_worker_alive(fresh_server, monkeypatch):
+    """Regression (fresh-user report): a child inherited the worker's input pipe, so the worker
+    outlived its parent as long as the child ran."""
+    monkeypatch.setattr(compile_server, "_server", fresh_server)
+    pid = os.fork()
+    if pid == 0:  # the child: its copy of the pipes is closed at the fork
+        time.sleep(5)
+        os._exit(0)
+    try:
+        fresh_server.close()  # the parent closes the worker's input: it must exit now
+        fresh_server.proc.wait(timeout=4)
+    finally:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+@pytest.mark.filterwarnings("ignore:os.fork")
+def test_fork_while_another_thread_is_inside_llvm():
+    """Regression (fresh-user report): forking while another thread held llvmlite's lock left the
+    child's copy locked, and its first compile hung. The fork now waits for the LLVM call."""
+    from llvmlite.binding import ffi
+    inside = threading.Event()
+
+    def long_llvm_call():
+        with ffi.lib._lock:
+            inside.set()
+            time.sleep(0.3)
+
+    thread = threading.Thread(target=long_llvm_call)
+    thread.start()
+    inside.wait(10)
+    pid = os.fork()
+    if pid == 0:
+        target.parse(KERNEL)  # hangs if the lock came over held
+        os._exit(0)
+    thread.join()
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            assert os.waitstatus_to_exitcode(status) == 0
+            return
+        time.sleep(0.05)
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    pytest.fail("the forked child hung on llvmlite's lock")

@@ -15,7 +15,13 @@ loads into its execution engine next to the parent's own; a kernel whose compile
 the worker is compiled by the parent. The machine code is the same either way.
 
 ``MINIXLA_COMPILE_WORKERS``: ``0`` turns the worker off (everything compiles in-process);
-the default is 1 worker on a machine with two or more cores, none on one core.
+unset or empty, it is 1 worker on a machine with two or more cores, none on one core; larger
+values mean 1 (one worker is all two cores can use).
+
+Failure handling: the parent waits at most ``WAIT_S`` for a kernel (then compiles it itself and
+stops the worker, which may be stuck); a request interrupted half-written (Ctrl-C) stops the
+worker, since its input can no longer be parsed; a forked child closes its copy of the pipes
+(the parent's worker exits with the parent) and starts its own worker.
 """
 from __future__ import annotations
 
@@ -25,11 +31,14 @@ import subprocess
 import sys
 import threading
 from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 
 from minixla.backends.llvm.compile_worker import REPLY, REQUEST, _read_exact
 
 #: the parent's own share of a program's compile, in characters of kernel IR
 PARENT_SHARE = 3000
+#: seconds the parent waits for one kernel from the worker before compiling it itself
+WAIT_S = 20.0
 #: smaller kernels stay in the parent: linked into its module they cost ~1 ms, while a module
 #: of their own costs ~2.5 ms of fixed LLVM overhead wherever it is compiled
 MIN_REMOTE_CHARS = 3000
@@ -46,10 +55,10 @@ class CompileWorkerError(RuntimeError):
 
 
 def workers_requested() -> int:
-    """How many compile workers to run: ``MINIXLA_COMPILE_WORKERS`` (0 or 1), else 1 when
-    the machine has two or more cores."""
-    env = os.environ.get("MINIXLA_COMPILE_WORKERS")
-    if env is None:
+    """How many compile workers to run: ``MINIXLA_COMPILE_WORKERS`` (0, or 1 for any positive
+    value), else 1 when the machine has two or more cores. Raises ValueError for a non-integer."""
+    env = os.environ.get("MINIXLA_COMPILE_WORKERS", "").strip()
+    if not env:
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
         return 1 if cores > 1 else 0
     try:
@@ -63,7 +72,8 @@ class CompileServer:
 
     ``submit(text)`` returns a ``Future`` of the object code (``bytes``), or None when the
     worker is not ready yet or has exited. A reader thread completes the futures; a worker
-    that dies fails every pending future with ``CompileWorkerError``.
+    that dies fails every pending future with ``CompileWorkerError``. The future's ``result()``
+    waits at most ``WAIT_S`` and then stops the worker (``CompileWorkerError``).
     """
 
     def __init__(self):
@@ -84,7 +94,7 @@ class CompileServer:
         if not self.ready.is_set():
             return None
         data = text.encode()
-        future = Future()
+        future = _WorkerFuture(self)
         with self._state:
             if not self.alive:
                 return None
@@ -96,7 +106,10 @@ class CompileServer:
                 self.proc.stdin.write(REQUEST.pack(rid, len(data)) + data)
                 self.proc.stdin.flush()
         except (OSError, ValueError):  # the worker is gone (broken pipe, closed stdin)
-            self._stop()
+            self.kill()
+        except BaseException:  # (Ctrl-C) a half-written request: the worker cannot read on
+            self.kill()
+            raise
         return future
 
     def _read_replies(self) -> None:
@@ -119,6 +132,18 @@ class CompileServer:
                     future.set_exception(CompileWorkerError(payload.decode(errors="replace")))
         finally:
             self._stop()
+            try:  # (reap it: no zombie while the parent lives)
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+
+    def kill(self) -> None:
+        """Stop the worker now; its pending futures fail (the parent compiles them)."""
+        try:
+            self.proc.kill()
+        except OSError:
+            pass
+        self._stop()
 
     def _stop(self) -> None:
         with self._state:
@@ -136,8 +161,43 @@ class CompileServer:
             pass
 
 
+class _WorkerFuture(Future):
+    """A future of the worker's object code whose ``result`` waits at most ``WAIT_S``."""
+
+    def __init__(self, server: CompileServer):
+        super().__init__()
+        self._server = server
+
+    def result(self, timeout=None):
+        try:
+            return super().result(WAIT_S if timeout is None else timeout)
+        except FutureTimeout:
+            self._server.kill()  # stuck (or stopped): the parent compiles, a new worker starts later
+            raise CompileWorkerError(f"no answer from the compile worker in {WAIT_S:.0f} s") from None
+
+
 _server: CompileServer | None = None
 _server_lock = threading.Lock()
+
+
+def _after_fork_in_child():
+    # The child must not write to the parent's worker, and must not keep its input open: the
+    # worker exits when the parent closes it. (The child starts its own worker when it compiles.)
+    global _server, _server_lock
+    _server_lock = threading.Lock()
+    if _server is not None:
+        devnull = os.open(os.devnull, os.O_RDWR)
+        for pipe in (_server.proc.stdin, _server.proc.stdout):
+            try:  # the pipe's fd now points at /dev/null: the pipe is closed here, and the file
+                os.dup2(devnull, pipe.fileno())  # object can still be closed harmlessly later
+            except (OSError, ValueError):
+                pass
+        os.close(devnull)
+    _server = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 #: workers replaced after they exited; past ``MAX_RESTARTS`` (or one that never got ready,
 #: e.g. an interpreter without llvmlite) everything compiles in-process
 MAX_RESTARTS = 3

@@ -12,9 +12,27 @@ Three facts shape this file (measured, see DESIGN.md):
 from __future__ import annotations
 
 import functools
+import os
 import time
 
 from llvmlite import binding as llvm
+
+
+def _hold_llvm_across_fork() -> None:
+    """Fork only between two LLVM calls. llvmlite serializes LLVM behind one lock; a fork while
+    another thread holds it (compiling) would leave the child's copy locked forever, and the
+    child's first compile would hang. The forking thread takes the lock first (waiting for the
+    call in flight) and both processes release it after."""
+    lock = getattr(getattr(llvm.ffi, "lib", None), "_lock", None)
+    if lock is None or not hasattr(os, "register_at_fork"):
+        return
+
+    def release():
+        lock.__exit__(None, None, None)
+    os.register_at_fork(before=lock.__enter__, after_in_parent=release, after_in_child=release)
+
+
+_hold_llvm_across_fork()
 
 
 @functools.cache
