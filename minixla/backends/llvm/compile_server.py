@@ -160,6 +160,15 @@ class CompileServer:
         except OSError:
             pass
 
+    def _at_exit(self) -> None:
+        if self.pid != os.getpid():  # (registered by the parent: not the forked child's to close)
+            return
+        self.close()
+        try:  # (an idle worker exits at once; do not leave it running past the interpreter)
+            self.proc.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
 
 class _WorkerFuture(Future):
     """A future of the worker's object code whose ``result`` waits at most ``WAIT_S``."""
@@ -223,7 +232,7 @@ def server() -> CompileServer | None:
                 _server = CompileServer()
             except OSError:  # cannot start a process here: compile in-process
                 return None
-            atexit.register(_server.close)
+            atexit.register(_server._at_exit)
         return _server
 
 
