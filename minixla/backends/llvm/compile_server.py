@@ -19,8 +19,8 @@ unset or empty, it is 1 worker on a machine with two or more cores, none on one 
 values mean 1 (one worker is all two cores can use).
 
 Failure handling: the parent waits at most ``WAIT_S`` for a kernel (then compiles it itself and
-stops the worker, which may be stuck); a request interrupted half-written (Ctrl-C) stops the
-worker, since its input can no longer be parsed; a forked child closes its copy of the pipes
+stops the worker, which may be stuck); a Ctrl-C waits until the request is written whole (and a
+request broken off half-written any other way stops the worker: its input cannot be parsed); a forked child closes its copy of the pipes
 (the parent's worker exits with the parent) and starts its own worker.
 """
 from __future__ import annotations
@@ -34,6 +34,7 @@ from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 
 from minixla.backends.llvm.compile_worker import REPLY, REQUEST, _read_exact
+from minixla.backends.llvm.target import interrupts_deferred
 
 #: the parent's own share of a program's compile, in characters of kernel IR
 PARENT_SHARE = 3000
@@ -101,15 +102,16 @@ class CompileServer:
             rid, self._next_id = self._next_id, self._next_id + 1
             self._pending[rid] = (future, len(data))
             self.pending_chars += len(data)
-        try:
-            with self._write:
-                self.proc.stdin.write(REQUEST.pack(rid, len(data)) + data)
-                self.proc.stdin.flush()
-        except (OSError, ValueError):  # the worker is gone (broken pipe, closed stdin)
-            self.kill()
-        except BaseException:  # (Ctrl-C) a half-written request: the worker cannot read on
-            self.kill()
-            raise
+        with interrupts_deferred():  # (a Ctrl-C waits for the whole request: half of one
+            try:                       # would leave the worker waiting for the rest)
+                with self._write:
+                    self.proc.stdin.write(REQUEST.pack(rid, len(data)) + data)
+                    self.proc.stdin.flush()
+            except (OSError, ValueError):  # the worker is gone (broken pipe, closed stdin)
+                self.kill()
+            except BaseException:  # anything else mid-request: the worker cannot read on
+                self.kill()
+                raise
         return future
 
     def _read_replies(self) -> None:
@@ -132,6 +134,11 @@ class CompileServer:
                     future.set_exception(CompileWorkerError(payload.decode(errors="replace")))
         finally:
             self._stop()
+            for pipe in (self.proc.stdout, self.proc.stdin):  # (no ResourceWarning at exit)
+                try:
+                    pipe.close()
+                except (OSError, ValueError):
+                    pass
             try:  # (reap it: no zombie while the parent lives)
                 self.proc.wait(timeout=10)
             except subprocess.TimeoutExpired:

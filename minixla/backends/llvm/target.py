@@ -11,11 +11,37 @@ Three facts shape this file (measured, see DESIGN.md):
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
+import signal
+import threading
 import time
 
 from llvmlite import binding as llvm
+
+
+@contextlib.contextmanager
+def interrupts_deferred():
+    """Hold a Ctrl-C (SIGINT) until the block ends, then raise the KeyboardInterrupt.
+
+    llvmlite hands a module over in two steps -- the C call (``link_in`` destroys the linked
+    module, an engine takes ownership), then the Python bookkeeping -- and a KeyboardInterrupt
+    between the two lets the module be freed twice: a segfault (found by a fresh-user test).
+    Only the main thread receives KeyboardInterrupt, and only Python's default handler is
+    replaced (a program's own handler is left alone)."""
+    if (threading.current_thread() is not threading.main_thread()
+            or signal.getsignal(signal.SIGINT) is not signal.default_int_handler):
+        yield
+        return
+    caught = []
+    signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    if caught:
+        raise KeyboardInterrupt
 
 
 def _hold_llvm_across_fork() -> None:
@@ -124,22 +150,27 @@ class JitModule:
         self.llvm_ir = "\n".join([llvm_ir, *link, *(text for text, _ in objects)])
         self._link = list(link)
         self._remote_texts = [text for text, _ in objects]
-        mod = self._optimized_module(llvm_ir, link)
         # Our own module becomes an object file first, so that its codegen overlaps the
         # worker's; the engine (an MCJIT over an empty module) then loads every object and
-        # resolves the calls between them. It keeps the code alive: we hold it.
-        self._engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), create_host_target_machine())
-        self._engine.add_object_file(llvm.ObjectFileRef.from_data(host_target_machine().emit_object(mod)))
+        # resolves the calls between them. It keeps the code alive: we hold it. (LLVM work
+        # holds a Ctrl-C until it is done; the wait for the worker stays interruptible.)
+        with interrupts_deferred():
+            mod = self._optimized_module(llvm_ir, link)
+            self._engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), create_host_target_machine())
+            self._engine.add_object_file(llvm.ObjectFileRef.from_data(host_target_machine().emit_object(mod)))
         self.worker_modules = 0
         for text, future in objects:
             try:
                 code = future.result()
                 self.worker_modules += 1
             except Exception:  # the worker failed or exited: compile it here (and report it here)
-                code = host_target_machine().emit_object(self._optimized_module(text))
-            self._engine.add_object_file(llvm.ObjectFileRef.from_data(code))
-        self._engine.finalize_object()
-        self.addresses = {name: self._engine.get_function_address(name) for name in function_names}
+                with interrupts_deferred():
+                    code = host_target_machine().emit_object(self._optimized_module(text))
+            with interrupts_deferred():
+                self._engine.add_object_file(llvm.ObjectFileRef.from_data(code))
+        with interrupts_deferred():
+            self._engine.finalize_object()
+            self.addresses = {name: self._engine.get_function_address(name) for name in function_names}
         self.compile_ms = (time.perf_counter() - t0) * 1e3
         self._main = llvm_ir
         self._dump = None
@@ -147,10 +178,11 @@ class JitModule:
 
     @staticmethod
     def _optimized_module(text: str, link=()):
-        mod = parse(text)
-        for other in link:
-            mod.link_in(parse(other))
-        optimize(mod)
+        with interrupts_deferred():
+            mod = parse(text)
+            for other in link:
+                mod.link_in(parse(other))
+            optimize(mod)
         return mod
 
     def _dumped(self):
