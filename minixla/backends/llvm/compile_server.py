@@ -126,7 +126,10 @@ class CompileServer:
                     self.ready.set()
                     continue
                 with self._state:
-                    future, size = self._pending.pop(rid)
+                    entry = self._pending.pop(rid, None)
+                    if entry is None:  # (a late answer, after the worker was stopped)
+                        continue
+                    future, size = entry
                     self.pending_chars -= size
                 if status == 0:
                     future.set_result(payload)
