@@ -21,6 +21,7 @@ import numpy as np
 from llvmlite import ir
 
 from minixla.backends.llvm import ir_types as T
+from minixla.backends.llvm import reductions as R
 from minixla.backends.llvm.loops import Index, for_loop, if_then, loop_nest
 from minixla.core.errors import UnsupportedError
 from minixla.hlo.lowering import parse_dim_labels
@@ -699,18 +700,21 @@ def _reduce_rule(em, instr, index):
     operand, init, reduced, kept = reduce_parts(instr)
     index.materialize()
     dtype = instr.shape.dtype
-    acc = em.alloca(T.reg_type(dtype))
-    b.store(em.emit(init, _scalar_index(b)), acc)
+    comp = instr.called[0]
+    init_value = em.emit(init, _scalar_index(b))
     in_dims = operand.shape.dims
-    with em.nested_region(), loop_nest(b, [in_dims[d] for d in reduced], "r") as ivs:
+
+    def step(acc, ivs):
         multi = [None] * len(in_dims)
         for d, v in zip(kept, index.multi):
             multi[d] = v
         for d, v in zip(reduced, ivs):
             multi[d] = v
-        x = em.emit(operand, Index(b, in_dims, multi=multi))
-        b.store(emit_reducer(b, instr.called[0], b.load(acc), x), acc)
-    return b.load(acc)
+        return emit_reducer(b, comp, acc, em.emit(operand, Index(b, in_dims, multi=multi)))
+
+    with em.nested_region():  # summed in blocks, combined pairwise (``reductions.py``)
+        return R.accumulate(b, T.reg_type(dtype), init_value, [in_dims[d] for d in reduced], step,
+                            lambda x, y: emit_reducer(b, comp, x, y), R.block_identity(comp, dtype), "r")
 
 
 def multiply_accumulate(b: ir.IRBuilder, dtype, acc, x, y, fastmath=()):
@@ -754,13 +758,17 @@ def _dot_rule(em, instr, index):
     lb, lc, lf, rb, rc, rf = dot_parts(instr)
     out = index.materialize().multi
     bv, lv, rv = out[:len(lb)], out[len(lb):len(lb) + len(lf)], out[len(lb) + len(lf):]
-    acc = em.alloca(T.reg_type(dtype))
-    b.store(_zero(dtype), acc)
-    with em.nested_region(), loop_nest(b, [lhs.shape.dims[d] for d in lc], "k") as ks:
+
+    def step(acc, ks):
         x = load_converted(em, lhs, dot_operand_index(b, lhs, lb, bv, lc, ks, lf, lv), dtype)
         y = load_converted(em, rhs, dot_operand_index(b, rhs, rb, bv, rc, ks, rf, rv), dtype)
-        b.store(multiply_accumulate(b, dtype, b.load(acc), x, y, fastmath=("reassoc",)), acc)
-    return b.load(acc)
+        return multiply_accumulate(b, dtype, acc, x, y, fastmath=("reassoc",))
+
+    flt = T.is_float(dtype)
+    with em.nested_region():  # a long contraction in blocks, combined pairwise (``reductions.py``)
+        return R.accumulate(b, T.reg_type(dtype), _zero(dtype), [lhs.shape.dims[d] for d in lc], step,
+                            (lambda p, q: binary_op(b, "add", dtype, p, q, fastmath=("reassoc",))) if flt else None,
+                            ir.Constant(T.reg_type(dtype), -0.0) if flt else None, "k")
 
 
 def conv_parts(instr):

@@ -47,6 +47,7 @@ from minixla.backends.llvm import elemental as E
 from minixla.backends.llvm import dot_library as DL
 from minixla.backends.llvm import gemm as G
 from minixla.backends.llvm import ir_types as T
+from minixla.backends.llvm import reductions as R
 from minixla.backends.llvm.loops import Index, delinearize, for_loop, if_then, linearize, loop_nest, row_major_strides
 from minixla.core.errors import UnsupportedError
 from minixla.hlo.ir import ELEMENTWISE
@@ -274,13 +275,39 @@ def emit_reduce(kb: _KernelBuilder, reduce):
         o_start = linearize(b, head + [T.i64(0)] * (len(out_dims) - lead), out_dims)
         with for_loop(b, 0, rest_out, "o") as o:
             T.store_element(b, init_value, kb.out, dtype, b.add(o_start, o))
-        if math.prod(in_dims) != 0:
-            with loop_nest(b, in_dims[lead:]) as ivs:
-                multi = head + ivs
-                x = kb.emitter().emit(operand, Index(b, in_dims, multi=multi))
-                o = linearize(b, [multi[d] for d in kept], out_dims)
-                acc = T.load_element(b, kb.out, dtype, o)
-                T.store_element(b, E.emit_reducer(b, reduce.called[0], acc, x), kb.out, dtype, o)
+        if math.prod(in_dims) == 0:
+            return
+        # The minor dims that are reduced (or of size 1): a contiguous run of the input summed
+        # into one output element, in blocks (``reductions.accumulate``).
+        run = len(in_dims)
+        while run > lead and (run - 1 in reduced or in_dims[run - 1] == 1):
+            run -= 1
+        if any(in_dims[d] != 1 for d in range(run, len(in_dims))):
+            comp = reduce.called[0]
+            with loop_nest(b, in_dims[lead:run]) as ivs:
+                prefix = head + ivs
+                o = linearize(b, [prefix[d] if d < run else T.i64(0) for d in kept], out_dims)
+
+                def step(acc, run_ivs, prefix=prefix):
+                    x = kb.emitter().emit(operand, Index(b, in_dims, multi=prefix + run_ivs))
+                    return E.emit_reducer(b, comp, acc, x)
+
+                def combine(x, y):
+                    return T.round_narrow(b, E.emit_reducer(b, comp, x, y), dtype)
+
+                total = R.accumulate(b, T.reg_type(dtype), T.load_element(b, kb.out, dtype, o),
+                                     in_dims[run:], lambda acc, v: T.round_narrow(b, step(acc, v), dtype),
+                                     combine, R.block_identity(comp, dtype), "r")
+                T.store_element(b, total, kb.out, dtype, o)
+            return
+        # Minor dims kept (a column reduction): ``out[kept]`` is a row of accumulators, each
+        # element of an input row added to its own, vectorized along the row.
+        with loop_nest(b, in_dims[lead:]) as ivs:
+            multi = head + ivs
+            x = kb.emitter().emit(operand, Index(b, in_dims, multi=multi))
+            o = linearize(b, [multi[d] for d in kept], out_dims)
+            acc = T.load_element(b, kb.out, dtype, o)
+            T.store_element(b, E.emit_reducer(b, reduce.called[0], acc, x), kb.out, dtype, o)
 
 
 # ---------------------------------------------------------------------------------------

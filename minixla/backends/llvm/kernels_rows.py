@@ -34,6 +34,7 @@ from collections import defaultdict
 from minixla.backends.llvm import elemental as E
 from minixla.backends.llvm import ir_types as T
 from minixla.backends.llvm import kernels as K
+from minixla.backends.llvm import reductions as R
 from minixla.backends.llvm.loops import Index, delinearize, for_loop
 from minixla.passes.fusion import join_row_classes, row_access
 
@@ -109,16 +110,20 @@ def emit_rows(kb, root, split, reduces, classes):
             operand, init = red.operands
             dtype = T.check_dtype(red.shape.dtype, "reduce")
             hoist_row_values(operand)
-            acc = kb.alloca(T.reg_type(dtype), name="row.acc")
-            b.store(kb.emitter(values).emit(init, Index(b, (), multi=[])), acc)
-            with for_loop(b, 0, cols, "c", interleave=_interleave(operand, values, kb.buffers)) as c:
-                index = element_index(c)
+            comp = red.called[0]
+
+            def step(acc, ivs, red=red, comp=comp, dtype=dtype):
+                index = element_index(ivs[0])
                 em = kb.emitter(values)
                 x = em.emit(operand, index)
                 if red is reduces[-1] and kept is not None:
                     T.store_element(b, em.emit(kept, index), kb.out, out_dtype, index.linear)
-                b.store(T.round_narrow(b, E.emit_reducer(b, red.called[0], b.load(acc), x), dtype), acc)
-            values[red] = b.load(acc)
+                return T.round_narrow(b, E.emit_reducer(b, comp, acc, x), dtype)
+
+            values[red] = R.accumulate(
+                b, T.reg_type(dtype), kb.emitter(values).emit(init, Index(b, (), multi=[])), [cols], step,
+                lambda x, y, comp=comp, dtype=dtype: T.round_narrow(b, E.emit_reducer(b, comp, x, y), dtype),
+                R.block_identity(comp, dtype), "c", interleave=_interleave(operand, values, kb.buffers))
         hoist_row_values(root)
         buffers = dict(kb.buffers) if kept is None else {**kb.buffers, kept: kb.out}
         with for_loop(b, 0, cols, "c", interleave=_interleave(root, values, buffers)) as c:
