@@ -277,31 +277,64 @@ def emit_reduce(kb: _KernelBuilder, reduce):
             T.store_element(b, init_value, kb.out, dtype, b.add(o_start, o))
         if math.prod(in_dims) == 0:
             return
-        # The minor dims that are reduced (or of size 1): a contiguous run of the input summed
-        # into one output element, in blocks (``reductions.accumulate``).
+        comp = reduce.called[0]
+        identity = R.block_identity(comp, dtype)
+
+        def combine(x, y):
+            return T.round_narrow(b, E.emit_reducer(b, comp, x, y), dtype)
+
+        def element(acc, multi=None, linear=None):
+            x = kb.emitter().emit(operand, Index(b, in_dims, multi=multi, linear=linear))
+            return T.round_narrow(b, E.emit_reducer(b, comp, acc, x), dtype)
+
+        # The minor run: the minor dims all reduced, or all kept (dims of size 1 go with either).
+        nonunit = [d for d in range(lead, len(in_dims)) if in_dims[d] != 1]
+        minor_reduced = not nonunit or nonunit[-1] in reduced
         run = len(in_dims)
-        while run > lead and (run - 1 in reduced or in_dims[run - 1] == 1):
+        while run > lead and (in_dims[run - 1] == 1 or ((run - 1 in reduced) == minor_reduced)):
             run -= 1
-        if any(in_dims[d] != 1 for d in range(run, len(in_dims))):
-            comp = reduce.called[0]
-            with loop_nest(b, in_dims[lead:run]) as ivs:
-                prefix = head + ivs
-                o = linearize(b, [prefix[d] if d < run else T.i64(0) for d in kept], out_dims)
+        outer_reduced = [d for d in range(lead, run) if d in reduced]
+        outer_kept = [d for d in range(lead, run) if d not in reduced]
 
-                def step(acc, run_ivs, prefix=prefix):
-                    x = kb.emitter().emit(operand, Index(b, in_dims, multi=prefix + run_ivs))
-                    return E.emit_reducer(b, comp, acc, x)
+        def out_index(kivs):
+            pos = dict(zip(range(lead), head)) | dict(zip(outer_kept, kivs))
+            return linearize(b, [pos.get(d, T.i64(0)) for d in kept], out_dims)
 
-                def combine(x, y):
-                    return T.round_narrow(b, E.emit_reducer(b, comp, x, y), dtype)
+        if minor_reduced:
+            # Each output element sums the positions of the reduced dims, in blocks combined
+            # pairwise (``reductions.accumulate``), in one register, vectorized along the run.
+            dims = outer_reduced + list(range(run, len(in_dims)))
+            with loop_nest(b, [in_dims[d] for d in outer_kept]) as kivs:
+                o = out_index(kivs)
 
+                def step(acc, ivs, kivs=kivs):
+                    pos = dict(zip(range(lead), head)) | dict(zip(outer_kept, kivs)) | dict(zip(dims, ivs))
+                    return element(acc, multi=[pos[d] for d in range(len(in_dims))])
                 total = R.accumulate(b, T.reg_type(dtype), T.load_element(b, kb.out, dtype, o),
-                                     in_dims[run:], lambda acc, v: T.round_narrow(b, step(acc, v), dtype),
-                                     combine, R.block_identity(comp, dtype), "r")
+                                     [in_dims[d] for d in dims], step, combine, identity, "r")
                 T.store_element(b, total, kb.out, dtype, o)
             return
-        # Minor dims kept (a column reduction): ``out[kept]`` is a row of accumulators, each
-        # element of an input row added to its own, vectorized along the row.
+        rows = math.prod(in_dims[d] for d in outer_reduced)
+        if identity is not None and rows > R.COLUMN_BLOCK_ROWS:
+            # A long column reduction: blocks of rows combined pairwise, a tile of columns at a time.
+            cols = math.prod(in_dims[run:])
+            with loop_nest(b, [in_dims[d] for d in outer_kept]) as kivs:
+                o = out_index(kivs)
+                base = dict(zip(range(lead), head)) | dict(zip(outer_kept, kivs))
+
+                def step(acc, rivs, col, base=base):
+                    pos = base | dict(zip(outer_reduced, rivs))
+                    start = linearize(b, [pos.get(d, T.i64(0)) for d in range(len(in_dims))], in_dims)
+                    return element(acc, linear=b.add(start, col, flags=("nsw", "nuw")))
+
+                def finish(col, total, o=o):
+                    at = b.add(o, col, flags=("nsw", "nuw"))
+                    T.store_element(b, combine(T.load_element(b, kb.out, dtype, at), total), kb.out, dtype, at)
+                R.accumulate_columns(b, T.reg_type(dtype), cols, [in_dims[d] for d in outer_reduced],
+                                     step, combine, identity, finish)
+            return
+        # A short column reduction (or an exact reducer): ``out[kept]`` is a row of
+        # accumulators, each element of an input row added to its own, vectorized along the row.
         with loop_nest(b, in_dims[lead:]) as ivs:
             multi = head + ivs
             x = kb.emitter().emit(operand, Index(b, in_dims, multi=multi))
