@@ -147,7 +147,7 @@ def _nest(b, ranges, prefix, body, name, interleave=None):
 
 
 #: columns of a column reduction accumulated side by side (one row of partials on the stack)
-COLUMN_TILE = 128
+COLUMN_TILE = 1024
 #: rows of a column reduction per block (each column adds them in sequence)
 COLUMN_BLOCK_ROWS = 64
 
