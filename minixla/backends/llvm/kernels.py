@@ -19,9 +19,11 @@ Kernel shapes:
   the output, innermost over the last dim, the element computed by the elemental emitter.
   When no op in the expression needs a multi-dim index, it is one flat loop.
 * **reduce** (lone ``reduce`` and kInput fusions rooted at one): ``out = init``, then one
-  pass over the *input* in row-major order doing ``out[kept(i)] = reducer(out[kept(i)], x[i])``.
-  Memory is read contiguously whichever dims are reduced; for trailing reduced dims LLVM keeps
-  the accumulator in a register and (thanks to ``reassoc``) vectorizes the reduction.
+  pass over the *input* doing ``out[kept(i)] = reducer(out[kept(i)], x[i])``, each contiguous
+  run of the input read in order. For trailing reduced dims each output element is accumulated in a register, vectorized
+  (thanks to ``reassoc``), in blocks combined pairwise (``reductions.accumulate``); for
+  trailing kept dims (a column reduction) a row of accumulators is added to along each input
+  row, in blocks of rows combined pairwise (``reductions.accumulate_columns``).
 * **gemm** (float ``dot``/``convolution``, lone or kOutput fusions with an elementwise tail):
   register-tiled micro-kernels over packed panels of the rhs, see ``gemm.py``.
 * **dot** / **convolution** rows (the rest: integer dots, grouped/dilated convolutions,

@@ -18,9 +18,10 @@ The row (at most rule 8's 32 KiB budget) is read from DRAM by the first pass and
 by the others. Values that depend only on the row (``m``, ``s``, ``rsqrt(var + eps)``) are
 computed once per row, before the pass that reads them. Every element is computed by the
 same elemental emitter as in the unfused kernels, so the elementwise results are
-bit-identical; each reduction accumulates in one register with ``reassoc`` (the only
-fast-math flag: it lets LLVM vectorize the pass), like the reduce kernel, so sums agree with
-it within the reduction tolerance and max/min exactly.
+bit-identical; each reduction accumulates in registers with ``reassoc`` (the only
+fast-math flag: it lets LLVM vectorize the pass), in blocks combined pairwise like the reduce
+kernel (``reductions.accumulate``), so sums agree with it within the reduction tolerance and
+max/min exactly.
 
 The backend does not trust the pass: ``row_plan`` re-derives every member's access class
 (``row_access`` of the fusion pass) and returns None for anything else, which the loop
