@@ -168,9 +168,12 @@ def _describe(x):
 
 
 def describe_operands(args, kwargs) -> str:
-    """The array operands of a call, e.g. ``'f32[2,3], f32[4]'`` (static parameters left out)."""
+    """The operands of a call, e.g. ``'f32[2,3], f32[4], 1.5'``: the positional arrays and
+    scalars, the keyword arrays (a keyword scalar is a parameter such as ``axis=7``, which the
+    message itself names); static parameters (shapes, axes tuples, dtypes) are left out."""
     out = [d for d in map(_describe, args) if d is not None]
-    out += [f"{k}={d}" for k, d in ((k, _describe(v)) for k, v in kwargs.items()) if d is not None]
+    out += [f"{k}={_describe(v)}" for k, v in kwargs.items()
+            if not isinstance(v, (bool, int, float, complex)) and _describe(v) is not None]
     return ", ".join(out)
 
 
