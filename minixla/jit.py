@@ -448,9 +448,12 @@ def jit(fun=None, *, backend: str = "llvm", donate_argnums=(), static_argnums=()
         hashable, are passed to ``fun`` unchanged, and each new value compiles again. A
         ``Compiled`` from ``.lower(...).compile()`` is then called with the other arguments only.
     Returns:
-      A ``Jitted`` callable returning numpy arrays; ``.lower(*args)`` gives the staged API.
+      A ``Jitted`` callable returning numpy arrays; ``.lower(*args)`` gives the staged API. In a
+      class body it is a method, as with ``jax.jit``: ``@functools.partial(jit, static_argnums=0)``
+      makes ``self`` static. ``jit.optimization_pipeline()`` is the pass pipeline ``compile()`` runs.
     Raises:
-      ShapeError, DTypeError, TracerBoolConversionError (while tracing), UnsupportedError.
+      ShapeError, DTypeError, TracerBoolConversionError, JaxFunctionError (while tracing; each
+      names the op, its operands and the line), UnsupportedError (complex dtypes, among others).
     """
     if fun is None:
         return functools.partial(jit, backend=backend, donate_argnums=donate_argnums,

@@ -1,6 +1,13 @@
 """minixla's exceptions. They subclass the builtin JAX raises in the same situation
 (``TypeError`` for dtype and tracer misuse, ``ValueError`` for shapes), so user code that
-catches JAX's errors catches ours. Messages name the op, the shapes and the user's line."""
+catches JAX's errors catches ours. Messages name the op, the shapes and the user's line::
+
+    ShapeError: where: shapes (2, 3), (2, 3), (4,) cannot be broadcast together
+      operands: (bool[2,3], f32[2,3], f32[4])
+      at: model.py:12 (predict)
+
+A shape rule's error gets them in ``Primitive.abstract_eval``; ``api_boundary`` (every public
+function of ``minixla.numpy``/``lax``/``nn``) reports it as the function the user called."""
 from __future__ import annotations
 
 import ast
@@ -136,14 +143,19 @@ def _message(e) -> str:
 
 
 def _complete_message(msg: str, op: str, operands: str) -> str:
-    """``'op: what went wrong'`` + an ``operands:`` line + an ``at:`` line. The lines a
-    primitive's shape rule already added (for its own operands) are replaced by the op's."""
-    body = "\n".join(line for line in msg.split("\n") if not line.startswith(("  operands: ", "  at: ")))
-    if not body.startswith((op + ":", op + " ")):
-        body = f"{op}: {body}"
-    if operands:
-        body += f"\n  operands: ({operands})"
-    return body + f"\n  at: {user_source_line()}"
+    """``'op: what went wrong'`` + an ``operands:`` line + an ``at:`` line. The operands line
+    of a primitive of another name (``where`` failing in ``select_n``) is replaced by the op's;
+    a primitive's own (``lax.pad`` is ``pad``) is kept: it has the avals the scalars took."""
+    lines = msg.split("\n")
+    own = [line for line in lines if line.startswith("  operands: ")]
+    body = "\n".join(line for line in lines if not line.startswith(("  operands: ", "  at: ")))
+    if body.startswith((op + ":", op + " ")) and own:
+        operands_line = own[0]
+    else:
+        operands_line = f"  operands: ({operands})" if operands else ""
+        if not body.startswith((op + ":", op + " ")):
+            body = f"{op}: {body}"
+    return body + (f"\n{operands_line}" if operands_line else "") + f"\n  at: {user_source_line()}"
 
 
 def _is_array(x) -> bool:
@@ -207,7 +219,7 @@ def _call_at(frame, lasti):
         else:
             text = lines[0][col:] + b"".join(lines[1:-1]) + lines[-1][:end_col]
         node = ast.parse(text.decode().strip(), mode="eval").body
-    except (TypeError, ValueError, IndexError, SyntaxError):
+    except (AttributeError, TypeError, ValueError, IndexError, SyntaxError):  # (no co_positions before 3.11)
         return None, None
     if not isinstance(node, ast.Call):
         return None, None

@@ -63,7 +63,8 @@ class Tracer:
 
     def __len__(self):
         if not self.shape:
-            raise TypeError("len() of unsized object")
+            raise errors.ShapeError(f"len() of unsized object (a traced {self.aval.str_short()})\n"
+                                    f"  at: {errors.user_source_line()}")
         return self.shape[0]
 
     # --- Python control flow on traced values is an error, as in JAX -------------------
@@ -142,7 +143,8 @@ class Tracer:
 
     def __iter__(self):
         if not self.shape:
-            raise TypeError("iteration over a 0-d array")
+            raise errors.ShapeError(f"iteration over a 0-d array (a traced {self.aval.str_short()})\n"
+                                    f"  at: {errors.user_source_line()}")
         return (self[i] for i in range(self.shape[0]))
 
     @property
