@@ -309,7 +309,10 @@ class Jitted:
         """Trace with the avals of ``args`` and lower to HLO (no optimization yet)."""
         fun, dyn_args, dyn_kwargs, _ = self._split_static(args, kwargs)
         flat, in_tree = tree_util.tree_flatten((dyn_args, dyn_kwargs))
-        in_avals = [get_aval(x) for x in flat]
+        try:
+            in_avals = [get_aval(x) for x in flat]
+        except errors.MinixlaError as e:
+            self._argument_error(args, kwargs, e)
         flat_fun, out_store = flatten_fun(fun, in_tree)
         t0 = time.perf_counter()
         closed = trace_to_jaxpr(flat_fun, in_avals)
@@ -325,11 +328,82 @@ class Jitted:
         flat, in_tree = tree_util.tree_flatten((dyn_args, dyn_kwargs))
         if any(isinstance(x, Tracer) for x in flat):
             return fun(*dyn_args, **dyn_kwargs)  # jit inside a traced function: inline it
-        key = (in_tree, tuple(_signature(x) for x in flat), static_key)
+        try:
+            key = (in_tree, tuple(_signature(x) for x in flat), static_key)
+        except errors.MinixlaError as e:
+            self._argument_error(args, kwargs, e)
         compiled = self._cache.get(key)
         if compiled is None:
             compiled = self._cache[key] = self.lower(*args, **kwargs).compile()
         return tree_util.tree_unflatten(compiled.lowered.out_tree, compiled.call_flat(flat))
+
+    def _argument_error(self, args, kwargs, e):
+        """Raise ``e`` (an argument that is not an array) naming the argument, as ``jax.jit``
+        does ("at path self"), and the user's line."""
+        n = len(args)
+        static_pos = {i % n for i in self.static_argnums if -n <= i < n}
+        try:
+            names = list(inspect.signature(self.fun).parameters)
+        except (TypeError, ValueError):
+            names = []
+        where = "an argument"
+        leaves = [(names[i] if i < len(names) else f"args[{i}]", a) for i, a in enumerate(args)
+                  if i not in static_pos]
+        leaves += [(k, v) for k, v in kwargs.items() if k not in self.static_argnames]
+        for name, value in leaves:
+            for path, leaf in tree_util.tree_flatten_with_path(value)[0]:
+                try:
+                    get_aval(leaf)
+                except errors.MinixlaError:
+                    where = f"argument {name}{tree_util.keystr(path)}"
+                    break
+            else:
+                continue
+            break
+        fname = getattr(self.fun, "__qualname__", getattr(self.fun, "__name__", "fn")).rsplit(".<locals>.", 1)[-1]
+        hint = ("; mark it static (static_argnums / static_argnames) or make it a pytree of arrays"
+                if isinstance(e, errors.DTypeError) and "valid minixla type" in e.args[0] else "")
+        raise type(e)(f"jit({fname}): {where}: {e.args[0]}{hint}\n  at: {errors.user_source_line()}") from None
+
+    def __get__(self, instance, owner=None):
+        """A jitted function in a class body is a method, as with ``jax.jit``: ``obj.method``
+        passes ``obj`` as the first argument. ``@functools.partial(jit, static_argnums=0)``
+        makes ``self`` static (hashable; equal instances share compiled code); without it
+        ``self`` must be a pytree of arrays."""
+        if instance is None:
+            return self
+        return BoundJitted(self, instance)
+
+
+class BoundJitted:
+    """``obj.method`` for a ``jit``-decorated method: the ``Jitted`` with ``obj`` bound as the
+    first argument of calls and of ``lower(...)`` (a bound method's ``__func__``/``__self__``)."""
+    __slots__ = ("__func__", "__self__")
+
+    def __init__(self, jitted: Jitted, instance):
+        self.__func__, self.__self__ = jitted, instance
+
+    def __call__(self, *args, **kwargs):
+        return self.__func__(self.__self__, *args, **kwargs)
+
+    def lower(self, *args, **kwargs) -> Lowered:
+        """``Jitted.lower`` with ``self`` bound."""
+        return self.__func__.lower(self.__self__, *args, **kwargs)
+
+    def __getattr__(self, name):  # fun, backend, __name__, __wrapped__, ... of the Jitted
+        if name in ("__func__", "__self__"):  # (not set yet: copy, pickle)
+            raise AttributeError(name)
+        return getattr(self.__func__, name)
+
+    def __eq__(self, other):  # as bound methods: the same function bound to the same object
+        return (isinstance(other, BoundJitted) and self.__func__ is other.__func__
+                and self.__self__ is other.__self__)
+
+    def __hash__(self):
+        return hash((id(self.__func__), id(self.__self__)))
+
+    def __repr__(self):
+        return f"<bound jitted method {getattr(self.__func__, '__qualname__', '?')} of {self.__self__!r}>"
 
 
 def _signature(x):
@@ -374,11 +448,19 @@ def jit(fun=None, *, backend: str = "llvm", donate_argnums=(), static_argnums=()
         hashable, are passed to ``fun`` unchanged, and each new value compiles again. A
         ``Compiled`` from ``.lower(...).compile()`` is then called with the other arguments only.
     Returns:
-      A ``Jitted`` callable returning numpy arrays; ``.lower(*args)`` gives the staged API.
+      A ``Jitted`` callable returning numpy arrays; ``.lower(*args)`` gives the staged API. In a
+      class body it is a method, as with ``jax.jit``: ``@functools.partial(jit, static_argnums=0)``
+      makes ``self`` static. ``jit.optimization_pipeline()`` is the pass pipeline ``compile()`` runs.
     Raises:
-      ShapeError, DTypeError, TracerBoolConversionError (while tracing), UnsupportedError.
+      ShapeError, DTypeError, TracerBoolConversionError, JaxFunctionError (while tracing; each
+      names the op, its operands and the line), UnsupportedError (complex dtypes, among others).
     """
     if fun is None:
         return functools.partial(jit, backend=backend, donate_argnums=donate_argnums,
                                  static_argnums=static_argnums, static_argnames=static_argnames)
     return Jitted(fun, backend, donate_argnums, static_argnums, static_argnames)
+
+
+# The README's ``minixla.jit.optimization_pipeline()``: ``minixla.jit`` is this function (it
+# shadows the module of the same name), so the pass list is reachable from it too.
+jit.optimization_pipeline = optimization_pipeline

@@ -18,6 +18,7 @@ import jax.numpy as jnp
 
 from minixla.core import errors
 from minixla.core.avals import ShapedArray, canonicalize_dtype, get_aval
+from minixla.core.avals import canonicalize_shape
 from minixla.core.primitive import Primitive, impl_rules, shape_rules
 from minixla.core.tracing import Tracer
 
@@ -1071,7 +1072,7 @@ def full(shape, fill_value, dtype=None):
     from minixla.core.tracing import _trace_stack
     dtype = canonicalize_dtype(dtype if dtype is not None else np.asarray(fill_value).dtype)
     value = np.asarray(fill_value).astype(dtype)[()] if not isinstance(fill_value, Tracer) else fill_value
-    shape = tuple(int(d) for d in shape)
+    shape = canonicalize_shape(shape)
     if isinstance(value, Tracer):
         return broadcast_in_dim(convert_element_type(value, dtype), shape, ())
     if not _trace_stack:
@@ -1089,3 +1090,8 @@ def stage_constant(x):
     x = np.asarray(x)
     return _trace_stack[-1].process_primitive(convert_element_type_p, [x],
                                               dict(new_dtype=x.dtype, weak_type=False))
+
+
+# Every public function is an API boundary: an error escaping it names the function, the
+# shapes it was given and the user's line (``errors.api_boundary``). Keep this at the end.
+errors.wrap_public_functions(globals())

@@ -138,3 +138,8 @@ def one_hot(x, num_classes: int, *, dtype=None, axis=-1):
     rhs_shape.insert(pos, int(num_classes))
     rhs = lax.broadcasted_iota(aval.dtype, rhs_shape, pos)
     return jnp.astype(jnp.equal(lhs, rhs), dtype)
+
+
+# Every public function is an API boundary: an error escaping it names the function, the
+# shapes it was given and the user's line (``errors.api_boundary``). Keep this at the end.
+errors.wrap_public_functions(globals())

@@ -23,6 +23,7 @@ import numpy as np
 from minixla import lax
 from minixla.core import errors
 from minixla.core.avals import WeakScalar, canonicalize_dtype, get_aval, promote_types
+from minixla.core.avals import canonicalize_shape
 from minixla.core.tracing import Tracer
 
 float32, float64, float16 = np.float32, np.float64, np.float16
@@ -658,7 +659,7 @@ def astype(x, dtype):
 
 
 def _shape_arg(shape):
-    return (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(int(d) for d in shape)
+    return canonicalize_shape(shape)
 
 
 def zeros(shape, dtype=None):
@@ -1769,3 +1770,18 @@ def logaddexp(x1, x2, /):
     delta = lax.sub(x1, x2)
     return lax.select(lax.ne(delta, delta), lax.add(x1, x2),
                       lax.add(amax, lax.log1p(lax.exp(lax.neg(lax.abs(delta))))))
+
+
+# ---------------------------------------------------------------------------------------
+# Every public function is an API boundary: an error escaping it names the function, the
+# shapes it was given and the user's line (``errors.api_boundary``). Keep this at the end.
+
+def _at_operands(ref, *args, **kwargs):
+    return (ref.array, *args), kwargs
+
+
+errors.wrap_public_functions(globals(), extra=[("_getitem", "getitem")])
+for _name in ("get", "set", "add", "multiply", "mul", "min", "max"):
+    setattr(_IndexUpdateRef, _name, errors.api_boundary(getattr(_IndexUpdateRef, _name), f"at[].{_name}",
+                                                        _at_operands))
+del _name

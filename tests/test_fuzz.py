@@ -30,9 +30,13 @@
 
 2. ``test_malformed_calls_raise_minixla_errors``: random malformed calls (wrong shapes, axes,
    dtypes, indices, dimension numbers) run in a subprocess — so a crash (segfault, SIGFPE) is a
-   failure, not a dead test run — and each must raise a minixla error (or the ``IndexError``/
-   ``TypeError`` JAX raises) whose message names the op, the shapes and the caller's line.
-   ``MINIXLA_FUZZ_BAD_CALLS`` sets the count (default 200).
+   failure, not a dead test run — and each must raise a minixla error (or the ``IndexError``
+   JAX raises) whose message starts with the op the caller called (``where``, ``add`` for
+   ``x + y``, ``getitem`` for ``x[i]``, ``jnp.sin`` for a JAX function given a traced value),
+   names every operand's shape and dtype (``f32[2,3]``) where shapes are at stake, and the
+   caller's ``file:line``. The kinds of call (broadcasting, axes, reshapes, indexing, traced
+   shapes, bad and complex dtypes, JAX functions on traced values, non-array arguments) are
+   drawn in turn, their shapes at random. ``MINIXLA_FUZZ_BAD_CALLS`` sets the count (default 200).
 """
 from __future__ import annotations
 
@@ -541,14 +545,16 @@ def test_regressions():
 # Malformed calls, in a subprocess.
 
 BAD_CALLS_SCRIPT = textwrap.dedent(r'''
-    import json, random, sys, traceback
+    import json, random, re, sys, traceback
+    import jax, jax.numpy as jnp
     import numpy as np
     import minixla, minixla.numpy as mnp
-    from minixla import lax
+    from minixla import lax, nn
+    from minixla.core.avals import short_dtype_name
     from minixla.core.errors import MinixlaError
 
     rng = random.Random(int(sys.argv[2]))
-    f32 = np.float32
+    f32, i32, c64 = np.float32, np.int32, np.complex64
 
     def arr(shape, dtype=f32):
         return np.ones(shape, dtype)
@@ -556,55 +562,111 @@ BAD_CALLS_SCRIPT = textwrap.dedent(r'''
     def rshape():
         return tuple(rng.choice([0, 1, 2, 3, 4]) for _ in range(rng.randint(0, 3)))
 
-    def case():
-        """(op name to find in the message, fn, args) for one random malformed call."""
+    def run(fn, args, backend):
+        return minixla.jit(fn, backend=backend)(*args)
+
+    #: errors about the jitted function's own arguments point here (the call), not at a lambda
+    CALL_LINE = run.__code__.co_firstlineno + 1
+    LAMBDA, CALL = "lambda", "call"
+
+    def case(k):
+        """(op the message must start with, fn, args, whose line, shapes named?) for one
+        malformed call of kind k, with random shapes where the kind allows."""
         a, b = rshape(), rshape()
         while b == a or (len(a) == len(b) == 0):
             b = rshape() + (rng.choice([5, 6]),)
-        k = rng.randrange(22)
         bad_axis = rng.choice([3, 4, -5, 7])
-        if k == 0: return "add", lambda x, y: lax.add(x, y), (arr(a + (2,)), arr(b + (3,)))
-        if k == 1: return "add", lambda x, y: lax.add(x, y), (arr(a), arr(a, np.int32))
-        if k == 2: return "broadcast", lambda x, y: mnp.add(x, y), (arr(a + (2,)), arr(b + (3,)))
-        if k == 3: return "reshape", lambda x: mnp.reshape(x, (7, -1)), (arr((2, 3)),)
-        if k == 4: return "transpose", lambda x: lax.transpose(x, (0, 0, 1)), (arr((2, 3, 4)),)
-        if k == 5: return "slice", lambda x: lax.slice(x, (1, 0), (5, 2)), (arr((3, 3)),)
-        if k == 6: return "axis", lambda x: mnp.sum(x, axis=bad_axis), (arr((2, 3)),)
-        if k == 7: return "dot_general", lambda x, y: lax.dot_general(x, y, (((1,), (0,)), ((), ()))), (arr((2, 3)), arr((4, 5)))
-        if k == 8: return "conv", lambda x, y: lax.conv_general_dilated(x, y, (1, 1), "SAME"), (arr((1, 3, 5, 5)), arr((2, 4, 3, 3)))
-        if k == 9: return "gather", lambda x, i: lax.gather(x, i, lax.GatherDimensionNumbers((1,), (0,), (0, 1)), (1, 3)), (arr((4, 3)), arr((2, 1), np.int32))
-        if k == 10: return "dynamic_slice", lambda x: lax.dynamic_slice(x, (0, 0), (5, 1)), (arr((3, 3)),)
-        if k == 11: return "concatenate", lambda x, y: mnp.concatenate([x, y], 0), (arr((2, 3)), arr((2, 4)))
-        if k == 12: return "pad", lambda x: lax.pad(x, 0.0, [(0, 0, -1)]), (arr((3,)),)
-        if k == 13: return rng.choice([("indices", lambda x: x[1.5], (arr((3, 2)),)),
-                                       ("out of bounds", lambda x: x[0], (arr((0, 2)),))])
-        if k == 14: return "too many indices", lambda x: x[0, 0, 0], (arr((3, 2)),)
-        if k == 15: return "matmul", lambda x, y: x @ y, (arr((2, 3)), arr((2, 3)))
-        if k == 16: return "shift_left", lambda x: lax.shift_left(x, x), (arr((3,)),)
-        if k == 17: return "argmax", lambda x: mnp.argmax(x, 0), (arr((0, 3)),)
-        if k == 18: return "scatter", lambda x, i, u: lax.scatter(x, i, u, lax.ScatterDimensionNumbers((1,), (0,), (0,))), (arr((4, 3)), arr((2, 1), np.int32), arr((2, 5)))
-        if k == 19: return "select_n", lambda p, x, y: lax.select_n(p, x, y), (arr(a + (3,), bool), arr((2, 7)), arr((2, 7)))
-        if k == 20: return "squeeze", lambda x: mnp.squeeze(x, 1), (arr((2, 3)),)
-        return "broadcast", lambda x: mnp.broadcast_to(x, (2, 2)), (arr((3,)),)
+        n = np.int32(rng.choice([0, 2, 3]))
+        cases = [
+            ("add", lambda x, y: lax.add(x, y), (arr(a + (2,)), arr(b + (3,)))),
+            ("add", lambda x, y: lax.add(x, y), (arr(a), arr(a, i32))),
+            ("add", lambda x, y: mnp.add(x, y), (arr(a + (2,)), arr(b + (3,)))),
+            ("add", lambda x, y: x + y, (arr(a + (2,)), arr(b + (3,)))),
+            ("multiply", lambda x, y: x * y, (arr((2, 3)), arr((4,)))),
+            ("where", lambda c, x, y: mnp.where(c, x, y), (arr(a + (2,), bool), arr(b + (3,)), arr((1,)))),
+            ("where", lambda x, y: mnp.where(x > 0, x, y), (arr((2, 3)), arr((4,)))),
+            ("reshape", lambda x: mnp.reshape(x, (7, -1)), (arr((2, 3)),)),
+            ("reshape", lambda x, m: x.reshape((m, -1)), (arr((2, 3)), n)),
+            ("transpose", lambda x: lax.transpose(x, (0, 0, 1)), (arr((2, 3, 4)),)),
+            ("transpose", lambda x: mnp.transpose(x, (1, 1)), (arr((2, 3)),)),
+            ("slice", lambda x: lax.slice(x, (1, 0), (5, 2)), (arr((3, 3)),)),
+            ("sum", lambda x: mnp.sum(x, axis=bad_axis), (arr((2, 3)),)),
+            ("mean", lambda x: x.mean(axis=bad_axis), (arr((2, 3)),)),
+            ("dot_general", lambda x, y: lax.dot_general(x, y, (((1,), (0,)), ((), ()))), (arr((2, 3)), arr((4, 5)))),
+            ("conv_general_dilated", lambda x, y: lax.conv_general_dilated(x, y, (1, 1), "SAME"), (arr((1, 3, 5, 5)), arr((2, 4, 3, 3)))),
+            ("gather", lambda x, i: lax.gather(x, i, lax.GatherDimensionNumbers((1,), (0,), (0, 1)), (1, 3)), (arr((4, 3)), arr((2, 1), i32))),
+            ("dynamic_slice", lambda x: lax.dynamic_slice(x, (0, 0), (5, 1)), (arr((3, 3)),)),
+            ("concatenate", lambda x, y: mnp.concatenate([x, y], 0), (arr((2, 3)), arr((2, 4)))),
+            ("stack", lambda x, y: mnp.stack([x, y]), (arr((2, 3)), arr((2, 4)))),
+            ("pad", lambda x: lax.pad(x, 0.0, [(0, 0, -1)]), (arr((3,)),)),
+            ("getitem", lambda x: x[1.5], (arr((3, 2)),)),
+            ("getitem", lambda x: x[0], (arr((0, 2)),)),
+            ("getitem", lambda x: x[0, 0, 0], (arr((3, 2)),)),
+            ("at[].set", lambda x, y: x.at[0].set(y), (arr((3, 2)), arr((5,)))),
+            ("matmul", lambda x, y: x @ y, (arr((2, 3)), arr((2, 3)))),
+            ("einsum", lambda x, y: mnp.einsum("ij,jk->ik", x, y), (arr((2, 3)), arr((4, 5)))),
+            ("tensordot", lambda x, y: mnp.tensordot(x, y, 1), (arr((2, 3)), arr((4, 5)))),
+            ("take_along_axis", lambda x, i: mnp.take_along_axis(x, i, 0), (arr((2, 3)), arr((2,), i32))),
+            ("shift_left", lambda x: lax.shift_left(x, x), (arr((3,)),)),
+            ("argmax", lambda x: mnp.argmax(x, 0), (arr((0, 3)),)),
+            ("scatter", lambda x, i, u: lax.scatter(x, i, u, lax.ScatterDimensionNumbers((1,), (0,), (0,))), (arr((4, 3)), arr((2, 1), i32), arr((2, 5)))),
+            ("select_n", lambda p, x, y: lax.select_n(p, x, y), (arr(a + (3,), bool), arr((2, 7)), arr((2, 7)))),
+            ("squeeze", lambda x: mnp.squeeze(x, 1), (arr((2, 3)),)),
+            ("broadcast_to", lambda x: mnp.broadcast_to(x, (2, 2)), (arr((3,)),)),
+            ("broadcast_in_dim", lambda x: lax.broadcast_in_dim(x, (2, 4), (0,)), (arr((3,)),)),
+            ("softmax", lambda x: nn.softmax(x, axis=bad_axis), (arr((2, 3)),)),
+            ("one_hot", lambda x, m: nn.one_hot(x, m), (arr((3,), i32), n)),
+            ("ones", lambda m: mnp.ones(m), (n,)),
+            ("zeros", lambda m: mnp.zeros((m, 2)), (n,)),
+            ("arange", lambda m: mnp.arange(m), (n,)),
+            ("astype", lambda x: x.astype("foo"), (arr((2, 3)),)),
+            ("convert_element_type", lambda x: lax.convert_element_type(x, "bar"), (arr((2,)),)),
+            ("astype", lambda x: x.astype(c64), (arr(a),)),
+            ("add", lambda x: x + 1j, (arr(a),)),
+            ("zeros", lambda x: x + mnp.zeros(3, c64), (arr((3,)),), LAMBDA, False),
+            ("jit", lambda x: x + 1, (arr(a, c64),), CALL, False),
+            ("jit", lambda x, s: x + 1, (arr((2,)), "text"), CALL, False),
+            ("jnp.sin", lambda x: jnp.sin(x), (arr(a),), LAMBDA, False),
+            ("jnp.sum", lambda x: jnp.sum(x) + 1, (arr(a),), LAMBDA, False),
+            ("jax.lax.add", lambda x: jax.lax.add(x, 1.0), (arr(a),), LAMBDA, False),
+            ("jnp.asarray", lambda x: jnp.asarray(x), (arr(a),), LAMBDA, False),
+            ("jax.random.normal", lambda k: jax.random.normal(k, (3,)), (arr((2,), np.uint32),), LAMBDA, False),
+        ]
+        c = cases[k % len(cases)]
+        return c + (LAMBDA, True) if len(c) == 3 else c
+
+    def check(op, fn, args, line, shapes, msg):
+        """What the message lacks of: the op (first), the caller's file:line, the shapes."""
+        lacks = []
+        if not re.match(re.escape(op) + r"[:( ]", msg):
+            lacks.append(f"the op '{op}' first")
+        lineno = fn.__code__.co_firstlineno if line == LAMBDA else CALL_LINE
+        if f"{fn.__code__.co_filename}:{lineno} " not in msg:
+            lacks.append(f"the line {lineno}")
+        if shapes:
+            for x in args:
+                s = f"{short_dtype_name(x.dtype)}[{','.join(map(str, x.shape))}]"
+                if s not in msg:
+                    lacks.append(f"the shape {s}")
+        return lacks
 
     failures = []
     n = int(sys.argv[1])
     for j in range(n):
-        name, fn, args = case()
+        op, fn, args, line, shapes = case(j)
         try:
-            minixla.jit(fn, backend=rng.choice(["llvm", "jax"]))(*args)
+            run(fn, args, rng.choice(["llvm", "jax"]))
         except (MinixlaError, IndexError, TypeError) as e:
             msg = str(e)
             if not isinstance(e, (MinixlaError, IndexError)):
-                failures.append(f"{name}: not a minixla error: {type(e).__name__}: {msg[:200]}")
-            elif name not in msg or "<string>" not in msg and "bad_calls" not in msg:
-                failures.append(f"{name}: message lacks the op or the user line: {msg[:300]}")
+                failures.append(f"{op}: not a minixla error: {type(e).__name__}: {msg[:200]}")
+            elif lacks := check(op, fn, args, line, shapes, msg):
+                failures.append(f"{op}: the message lacks {', '.join(lacks)}: {type(e).__name__}: {msg[:400]}")
         except Exception as e:
-            failures.append(f"{name}: {type(e).__name__}: {traceback.format_exc()[-400:]}")
+            failures.append(f"{op}: {type(e).__name__}: {traceback.format_exc()[-400:]}")
         else:
-            shapes = [getattr(x, "shape", None) for x in args]
-            failures.append(f"{name}: no error for {shapes}")
-    print(json.dumps({"n": n, "failures": failures[:20], "n_failures": len(failures)}))
+            failures.append(f"{op}: no error for {[getattr(x, 'shape', x) for x in args]}")
+    print(json.dumps({"n": n, "failures": failures[:30], "n_failures": len(failures)}))
 ''')
 
 

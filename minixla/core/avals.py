@@ -8,8 +8,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import operator
+
 import numpy as np
 from jax import dtypes as jax_dtypes
+
+from minixla.core import errors
 
 #: JAX's short dtype names, used by the jaxpr printer.
 _SHORT_NAMES = {
@@ -26,8 +30,39 @@ def short_dtype_name(dtype) -> str:
 
 
 def canonicalize_dtype(dtype) -> np.dtype:
-    """The dtype JAX would really use (float64 -> float32 unless x64 is enabled)."""
-    return np.dtype(jax_dtypes.canonicalize_dtype(dtype))
+    """The dtype JAX would really use (float64 -> float32 unless x64 is enabled).
+
+    Raises ``DTypeError`` (a ``TypeError``, as JAX's) for a name NumPy does not know or a
+    non-numeric dtype (str, object, datetime), ``UnsupportedError`` for a complex dtype (JAX
+    has them; minixla's backends do not)."""
+    try:
+        dt = np.dtype(jax_dtypes.canonicalize_dtype(dtype))
+    except TypeError:
+        raise errors.DTypeError(f"data type {dtype!r} not understood") from None
+    if dt.kind == "c":
+        raise errors.UnsupportedError(f"minixla does not support complex dtypes ({dt.name}): "
+                                      "JAX does, minixla's backends do not yet")
+    if dt.kind in "OSUMm":
+        raise errors.DTypeError(f"dtype {dt} is not a valid minixla (or JAX) array dtype")
+    return dt
+
+
+def canonicalize_shape(shape) -> tuple:
+    """``shape`` (an int or a sequence of ints) as a tuple of Python ints, as
+    ``jax.core.canonicalize_shape``. A shape is static: a traced value in it raises
+    ``ConcretizationTypeError``; a non-integer raises ``ShapeError`` (both ``TypeError`` s,
+    as JAX's)."""
+    from minixla.core.tracing import Tracer  # local: tracing imports this module
+    dims = shape if isinstance(shape, (tuple, list)) or np.ndim(shape) == 1 else (shape,)
+    if isinstance(shape, Tracer) or any(isinstance(d, Tracer) for d in dims):
+        raise errors.ConcretizationTypeError(
+            f"shapes must be sequences of concrete integers, got {shape!r}: a traced value's data "
+            "is not known while tracing. Pass it as a static argument (jit's static_argnums) or "
+            "use a shape known in Python (x.shape)")
+    try:
+        return tuple(operator.index(d) for d in dims)
+    except TypeError:
+        raise errors.ShapeError(f"shapes must be sequences of integers, got {shape!r}") from None
 
 
 @dataclass(frozen=True)
@@ -102,7 +137,8 @@ def get_aval(x) -> ShapedArray:
     if hasattr(x, "shape") and hasattr(x, "dtype"):
         weak = bool(getattr(x, "weak_type", False))
         return ShapedArray(tuple(x.shape), canonicalize_dtype(x.dtype), weak)
-    raise TypeError(f"Value {x!r} of type {type(x).__name__} is not a valid minixla type")
+    raise errors.DTypeError(f"Value {x!r} of type {type(x).__name__} is not a valid minixla type: "
+                            "not an array, a Python scalar or a pytree of them")
 
 
 def promote_types(*avals: ShapedArray):

@@ -58,7 +58,8 @@ class Primitive:
             return out
         except errors.MinixlaError as e:
             shapes = ", ".join(a.str_short() for a in avals)
-            msg = f"{self.name}: {e.args[0]}\n  operands: ({shapes})\n  at: {errors.user_source_line()}"
+            what = e.args[0] if e.args[0].startswith((self.name + ":", self.name + " ")) else f"{self.name}: {e.args[0]}"
+            msg = f"{what}\n  operands: ({shapes})\n  at: {errors.user_source_line()}"
             raise type(e)(msg) from None
 
 

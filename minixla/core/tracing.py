@@ -63,7 +63,8 @@ class Tracer:
 
     def __len__(self):
         if not self.shape:
-            raise TypeError("len() of unsized object")
+            raise errors.ShapeError(f"len() of unsized object (a traced {self.aval.str_short()})\n"
+                                    f"  at: {errors.user_source_line()}")
         return self.shape[0]
 
     # --- Python control flow on traced values is an error, as in JAX -------------------
@@ -88,6 +89,9 @@ class Tracer:
         self._concrete_error("float()")
 
     def __array__(self, *a, **k):
+        jax_error = errors.jax_function_error_here()  # jnp.asarray(x) & co. convert with numpy
+        if jax_error is not None:
+            raise jax_error
         self._concrete_error("Conversion to a numpy array")
 
     # --- operators: delegate to minixla.numpy -----------------------------------------
@@ -139,7 +143,8 @@ class Tracer:
 
     def __iter__(self):
         if not self.shape:
-            raise TypeError("iteration over a 0-d array")
+            raise errors.ShapeError(f"iteration over a 0-d array (a traced {self.aval.str_short()})\n"
+                                    f"  at: {errors.user_source_line()}")
         return (self[i] for i in range(self.shape[0]))
 
     @property
@@ -229,7 +234,15 @@ def trace_to_jaxpr(fun, in_avals):
     _trace_stack.append(trace)
     try:
         in_tracers = [trace.new_arg(a) for a in in_avals]
-        outs = fun(*in_tracers)
+        try:
+            outs = fun(*in_tracers)
+        except (TypeError, ValueError) as e:
+            # JAX's bare "is not a valid JAX type" for our tracer: say which JAX function it was
+            # and what to call instead.
+            jax_error = errors.jax_function_error_from(e)
+            if jax_error is None:
+                raise
+            raise jax_error.with_traceback(e.__traceback__) from None
         out_atoms = [trace.to_atom(o) for o in outs]
     finally:
         _trace_stack.pop()
@@ -258,6 +271,14 @@ def flatten_fun(fun, in_tree):
     return flat_fun, store
 
 
+def _has_aval(x) -> bool:
+    try:
+        get_aval(x)
+        return True
+    except errors.MinixlaError:
+        return False
+
+
 def make_jaxpr(fun):
     """``make_jaxpr(f)(*args)`` -> ``ClosedJaxpr``, as ``jax.make_jaxpr``.
 
@@ -268,5 +289,13 @@ def make_jaxpr(fun):
     def wrapped(*args, **kwargs):
         flat, in_tree = tree_util.tree_flatten((args, kwargs))
         flat_fun, _ = flatten_fun(fun, in_tree)
-        return trace_to_jaxpr(flat_fun, [get_aval(x) for x in flat])
+        try:
+            in_avals = [get_aval(x) for x in flat]
+        except errors.MinixlaError as e:
+            paths = [tree_util.keystr(p) for p, _ in tree_util.tree_flatten_with_path((args, kwargs))[0]]
+            bad = next(p for p, x in zip(paths, flat) if not _has_aval(x))
+            name = getattr(fun, "__name__", "fn")
+            raise type(e)(f"make_jaxpr({name}): argument (args, kwargs){bad}: {e.args[0]}\n"
+                          f"  at: {errors.user_source_line()}") from None
+        return trace_to_jaxpr(flat_fun, in_avals)
     return wrapped
