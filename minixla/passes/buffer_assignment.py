@@ -279,7 +279,8 @@ class _PlacedIndex:
     """Live ranges keyed by their start step (at most one per step: a temporary buffer starts
     at its first value's step), in a segment tree whose nodes hold the latest end below them.
     ``overlapping(s, e)`` walks down only into subtrees that start at or before ``e`` and hold
-    a range ending at or after ``s``: the interval-tree query of XLA's heap simulator."""
+    a range ending at or after ``s``: the interval-tree query of XLA's heap simulator.
+    ``visited`` counts the tree nodes the queries looked at (a clock-free measure of the cost)."""
 
     def __init__(self, steps: int):
         self.width = 1
@@ -287,6 +288,7 @@ class _PlacedIndex:
             self.width *= 2
         self.max_end = [-1] * (2 * self.width)
         self.at = {}  # start step -> live range
+        self.visited = 0
 
     def add(self, lr) -> None:
         if lr.start in self.at:
@@ -302,6 +304,7 @@ class _PlacedIndex:
         stack = [(1, 0, self.width - 1)]  # (node, first step, last step)
         while stack:
             node, lo, hi = stack.pop()
+            self.visited += 1
             if lo > end or self.max_end[node] < start:
                 continue
             if lo == hi:
