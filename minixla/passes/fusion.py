@@ -90,7 +90,8 @@ bounded by the cluster (at most ``max_fusion_size`` members) and the instruction
 above its root, never by the program: users are kept in insertion-ordered dicts (a duplicated
 producer loses a user in O(1)), each cluster counts which users of a producer it holds, a
 failed row-mode attempt is undone from a journal of what it changed (not a copy of the
-program), duplicates are placed and clusters replaced by fusions in one sweep at the end.
+program), duplicates are placed and clusters replaced by fusions in one sweep at the end, and the
+rule 5/6 path checks visit each member once (a cluster of diamonds has exponentially many paths).
 ``FusionPass.work`` counts the steps of the searches so a test can check this without a clock.
 """
 from __future__ import annotations
@@ -567,25 +568,29 @@ class FusionPass(HloPass):
         return "fuse", f"kOutput: {p.opcode} with an elementwise tail"
 
     def _elementwise_path_to_root(self, m, cluster, dims):
-        if not (_is_elementwise(m) and m.shape.dims == dims):
-            return False
-        if m is cluster.root:
-            return True
-        return all(self._elementwise_path_to_root(u, cluster, dims) for u in cluster.member_users(m))
+        return self._every_path(m, cluster, lambda x: _is_elementwise(x) and x.shape.dims == dims)
 
     def _same_elements_to_root(self, m, cluster):
         """``m`` reaches the root through elementwise ops and reshapes only (element count kept)."""
-        if not (_is_elementwise(m) or m.opcode == "reshape"):
-            return False
-        if m is cluster.root:
-            return True
-        return all(self._same_elements_to_root(u, cluster) for u in cluster.member_users(m))
+        return self._every_path(m, cluster, lambda x: _is_elementwise(x) or x.opcode == "reshape")
 
     def _expanded(self, m, cluster) -> bool:
         """Some path from ``m`` to the root goes through a broadcast that adds elements."""
-        if m.opcode == "broadcast" and m.shape.size > m.operands[0].shape.size:
-            return True
-        return any(self._expanded(u, cluster) for u in cluster.member_users(m))
+        return not self._every_path(
+            m, cluster, lambda x: not (x.opcode == "broadcast" and x.shape.size > x.operands[0].shape.size))
+
+    @staticmethod
+    def _every_path(m, cluster, ok) -> bool:
+        """Every instruction on every path from ``m`` up the members to the root satisfies ``ok``.
+        Each member is visited once: a cluster of diamonds has exponentially many paths."""
+        memo = {}
+
+        def visit(x):
+            r = memo.get(x)
+            if r is None:
+                r = memo[x] = ok(x) and all(visit(u) for u in cluster.member_users(x))
+            return r
+        return visit(m)
 
     def _duplicate_into(self, p, cluster):
         """A copy of ``p`` that the cluster's members read instead of ``p``."""
