@@ -132,11 +132,15 @@ def reads_only_at_output_index(instr, position: int) -> bool:
     root = comp.root
     users = comp.users()
 
+    memo = {}  # each instruction once: a fusion of diamonds has exponentially many paths
+
     def same_index(m):
         if m is root:
             return True
-        return all((u.is_elementwise() or u.opcode in _ELEMENTWISE_EXTRA)
-                   and u.shape.dims == root.shape.dims and same_index(u) for u in users[m])
+        if m not in memo:
+            memo[m] = all((u.is_elementwise() or u.opcode in _ELEMENTWISE_EXTRA)
+                          and u.shape.dims == root.shape.dims and same_index(u) for u in users[m])
+        return memo[m]
     param = comp.parameters[position]
     return param.shape.dims == root.shape.dims and same_index(param)
 
