@@ -131,8 +131,8 @@ for k in ln.kernels():
 # %% [markdown]
 # **Never a cycle.** A producer can be *moved* into a fusion only if all its users are inside.
 # In the three-kernel softmax, `exp` also feeds the sum that the final divide reads: moving `exp` into the divide's
-# fusion would make the sum read the fusion and the fusion read the sum. The pass checks this
-# with networkx reachability and says so — then duplicates instead (rule 4).
+# fusion would make the sum read the fusion and the fusion read the sum. The pass never moves a
+# producer with a user outside, names the user that would close the cycle — then duplicates instead (rule 4).
 #
 # **Expensive work is not recomputed per copy.** An `exp` under a broadcast that expands it
 # would be recomputed for every copy, so it is stored instead:

@@ -27,9 +27,9 @@ Legality and profitability rules. Every decision is logged with the rule that ma
    rank-0 constants are copied into the fusion (they become immediates).
 2. **Convexity, so no cycles.** A producer is *moved* into a cluster only if all its users are
    in the cluster. Were one user outside, moving the producer would make that user read the
-   fusion while the fusion (possibly, through that user) reads it: a cycle. The pass checks this
-   with networkx reachability and logs the path it would have closed. What it does instead is
-   rule 3 or 4.
+   fusion while the fusion (possibly, through that user) reads it: a cycle. The log names the
+   user through which the cycle would close when it reaches the fusion root within a few steps
+   (a bounded search: see ``_why_not_move``). What it does instead is rule 3 or 4.
 3. **Cheap producers are duplicated.** A constant, iota, broadcast or reshape (a bitcast) with
    users elsewhere is copied into the cluster: recomputing it is a load or less, cheaper than a
    memory round trip.
@@ -84,10 +84,20 @@ Legality and profitability rules. Every decision is logged with the rule that ma
 In-place safety (a kernel must not overwrite a buffer it still reads) is buffer assignment's
 business: it gives a kernel an operand's buffer only when the kernel reads that operand at the
 index it writes (see ``minixla.passes.buffer_assignment``).
+
+Cost: O(n) in the number of instructions for programs of many kernels. Every decision does work
+bounded by the cluster (at most ``max_fusion_size`` members) and the instructions a few steps
+above its root, never by the program: users are kept in insertion-ordered dicts (a duplicated
+producer loses a user in O(1)), each cluster counts which users of a producer it holds, a
+failed row-mode attempt is undone from a journal of what it changed (not a copy of the
+program), duplicates are placed and clusters replaced by fusions in one sweep at the end, and the
+rule 5/6 path checks visit each member once (a cluster of diamonds has exponentially many paths).
+``FusionPass.work`` counts the steps of the searches so a test can check this without a clock.
 """
 from __future__ import annotations
 
 import heapq
+import itertools
 import math
 from collections import Counter
 from dataclasses import dataclass
@@ -198,10 +208,25 @@ def format_fusion_log(log) -> str:
 class _Cluster:
     def __init__(self, root: HloInstruction):
         self.root = root
-        self.members = {root}
+        self.reset()
+
+    def reset(self):
+        self.members: set = set()
         self.decisions: list[FusionDecision] = []
         self.row = None      # rule 8: the row split k while growing in row mode
         self.classes = {}    # rule 8: member -> access class (row mode only)
+        self.inside = {}     # instruction -> set of its users that are members
+        self.near = None     # _why_not_move's cache: what reaches the root in a few steps
+        self.add(self.root)
+
+    def add(self, m):
+        self.members.add(m)
+        for o in m.operands:
+            self.inside.setdefault(o, set()).add(m)
+
+    def member_users(self, m):
+        """The members that read ``m``."""
+        return self.inside.get(m, ())
 
     def hero(self):
         """The fusion's dot, convolution or reduce (rule 6), or None."""
@@ -216,7 +241,9 @@ class FusionPass(HloPass):
       max_duplicates: rule 4's cap on how many extra copies of one instruction may be made.
       row_fusion_bytes: rule 8's budget for one row (reduced dims x item size); 0 disables
         row fusion.
-    After ``run``, ``log`` holds every ``FusionDecision`` in the order they were made.
+    After ``run``, ``log`` holds every ``FusionDecision`` in the order they were made and
+    ``work`` the number of steps its bounded searches took (nodes visited, users scanned): a
+    deterministic measure of the pass's cost, linear in the program for a linear pass.
     """
     name = "fusion"
 
@@ -226,16 +253,25 @@ class FusionPass(HloPass):
         self.max_duplicates = max_duplicates
         self.row_fusion_bytes = row_fusion_bytes
         self.log: list[FusionDecision] = []
+        self.work = 0
 
     def run(self, module) -> bool:
         comp = module.entry
         self.comp = comp
         self.pos = {instr: n for n, instr in enumerate(comp.instructions)}
-        self.users = comp.users()
-        self.graph = comp.graph()
+        # users[p]: user -> a sequence number; dict order is the order the users appeared in
+        # (program order, then clones as they are made), which the log's wording depends on.
+        self._seq = itertools.count()
+        self.users = {i: {} for i in comp.instructions}
+        self.bad_users = {i: {} for i in comp.instructions}  # users not reading each element once
+        for i in comp.instructions:
+            for o in i.operands:
+                self._add_user(o, i)
         self.origin: dict = {}          # clone -> the instruction it copies
         self.copies: Counter = Counter()  # original -> number of clones made
+        self.clones: dict = {}          # original -> its clones, in the order they were made
         self.cluster_of: dict = {}
+        self._journal = None            # row mode: what to undo if the attempt fails
         clusters = []
         for instr in reversed(list(comp.instructions)):
             # A reshape is a bitcast (no kernel), so it never roots a fusion of its own.
@@ -246,19 +282,28 @@ class FusionPass(HloPass):
             if not self._grow_row(cluster):
                 self._grow(cluster)
             clusters.append(cluster)
-        changed = False
+        # Each clone goes right after the instruction it copies, the latest clone first.
+        comp.instructions = [j for i in comp.instructions for j in [i, *reversed(self.clones.get(i, ()))]]
+        order = {i: n for n, i in enumerate(comp.instructions)}
+        fusion_of, fused_away = {}, set()
         for cluster in clusters:
             # Copying a scalar constant into a lone instruction is not worth a fusion.
             if sum(m.opcode != "constant" for m in cluster.members) > 1:
-                fusion = self._materialize(module, cluster)
+                fusion = self._materialize(module, cluster, order)
+                fusion_of[cluster.root] = fusion
+                fused_away |= cluster.members
                 for d in cluster.decisions:
                     d.fusion = fusion.name
-                changed = True
             else:
                 for d in cluster.decisions:
                     if d.fused:
                         d.fused = False
                         d.reason = "rule 1: a scalar constant is an immediate of the lone op, no fusion needed"
+        # Each fusion takes its root's place; the members go; users read the fusion (one sweep).
+        comp.instructions = [fusion_of.get(i, i) for i in comp.instructions
+                             if i in fusion_of or i not in fused_away]
+        comp.replace_uses(fusion_of)
+        changed = bool(fusion_of)
         comp.remove_dead()
         # Convexity (rule 2) makes this hold by construction; a violation is a bug in this pass.
         assert nx.is_directed_acyclic_graph(comp.graph()), "fusion created a cycle"
@@ -291,36 +336,66 @@ class FusionPass(HloPass):
     def _grow_row(self, cluster) -> bool:
         """Grow ``cluster`` in row mode (rule 8); keep it if it holds a row reduction, else undo."""
         for split in self._row_splits(cluster.root):
-            saved = self._save()
+            self._journal, n_log = [], len(self.log)
             cluster.row, cluster.classes = split, {cluster.root: "full"}
             self._grow(cluster)
+            journal, self._journal = self._journal, None
             if any(m.opcode == "reduce" for m in cluster.members):
                 return True
-            self._restore(saved, cluster)
+            self._undo(journal)
+            del self.log[n_log:]
+            cluster.reset()
         return False
 
-    def _save(self):
-        comp = self.comp
-        return (list(comp.instructions), {i: i.operands for i in comp.instructions},
-                {k: list(v) for k, v in self.users.items()}, self.graph.copy(), dict(self.origin),
-                Counter(self.copies), dict(self.cluster_of), len(self.log), dict(self.pos))
+    # --- users, and undoing a failed row-mode attempt ---------------------------------
+    def _add_user(self, p, u, seq=None):
+        seq = next(self._seq) if seq is None else seq
+        self.users[p][u] = seq
+        if not self._reads_once(u, p):
+            self.bad_users[p][u] = seq
 
-    def _restore(self, saved, cluster):
-        instructions, operands, users, graph, origin, copies, cluster_of, n_log, pos = saved
-        self.comp.instructions = instructions
-        for i, ops in operands.items():
-            i.operands = ops
-        self.users, self.graph, self.origin, self.copies = users, graph, origin, copies
-        self.cluster_of, self.pos = cluster_of, pos
-        del self.log[n_log:]
-        cluster.members, cluster.decisions = {cluster.root}, []
-        cluster.row, cluster.classes = None, {}
+    def _remove_user(self, p, u):
+        seq = self.users[p].pop(u)
+        self.bad_users[p].pop(u, None)
+        return seq
+
+    def _record(self, *entry):
+        if self._journal is not None:
+            self._journal.append(entry)
+
+    def _undo(self, journal):
+        """Revert the changes ``journal`` recorded, latest first. Its size is bounded by the
+        cluster, so a failed attempt costs what it did, not the program's size (but a user put
+        back is put back in its original place: those users dicts are re-sorted)."""
+        resort = set()
+        for entry in reversed(journal):
+            kind = entry[0]
+            if kind == "member":
+                del self.cluster_of[entry[1]]
+            elif kind == "operands":
+                entry[1].operands = entry[2]
+            elif kind == "user-removed":
+                _, p, u, seq = entry
+                self._add_user(p, u, seq)
+                resort.add(p)
+            elif kind == "user-added":
+                self._remove_user(entry[1], entry[2])
+            elif kind == "clone":
+                _, clone, p, origin = entry
+                self.clones[p].pop()
+                del self.origin[clone], self.pos[clone], self.users[clone], self.bad_users[clone]
+                self.copies[origin] -= 1
+                if not self.copies[origin]:
+                    del self.copies[origin]
+        for p in resort:
+            for table in (self.users, self.bad_users):
+                table[p] = dict(sorted(table[p].items(), key=lambda kv: kv[1]))
 
     def _row_class(self, p, cluster):
         """Rule 8: ``p``'s access class from its users already in the row cluster (or None)."""
         dims = cluster.root.shape.dims
         return join_row_classes(p, [row_access(u, cluster.classes[u], p, cluster.row, dims)
-                                    for u in self.users[p] if u in cluster.members],
+                                    for u in cluster.member_users(p)],
                                 cluster.row, dims)
 
     # --- growing a cluster -------------------------------------------------------------
@@ -344,8 +419,9 @@ class FusionPass(HloPass):
                 continue
             if verdict == "duplicate":
                 p = self._duplicate_into(p, cluster)
-            cluster.members.add(p)
+            cluster.add(p)
             self.cluster_of[p] = cluster
+            self._record("member", p)
             if cluster.row is not None:
                 cluster.classes[p] = self._row_class(p, cluster)
             push_operands(p)
@@ -364,7 +440,7 @@ class FusionPass(HloPass):
             return False, f"rule 5: {consumer.opcode} reads each operand element many times"
         if consumer.opcode == "reduce" and p is consumer.operands[1] and p.opcode != "constant":
             return False, "rule 5: a reduce's init value must be a constant to fuse"
-        users_inside = all(u in cluster.members for u in self.users[p])
+        users_inside = len(cluster.member_users(p)) == len(self.users[p])
         row_class = None
         if cluster.row is not None:
             row_class = self._row_class(p, cluster)
@@ -399,18 +475,51 @@ class FusionPass(HloPass):
     explain_depth = 8
 
     def _why_not_move(self, p, cluster) -> str:
-        """Rule 2, with networkx: the outside user through which moving ``p`` would close a cycle.
+        """Rule 2: the first outside user of ``p`` through which moving ``p`` would close a cycle.
 
         Legality never depends on this search (a producer with an outside user is simply not
         moved); it only explains the decision. A full reachability query per decision would
-        make the pass quadratic in program size, so the search stops ``explain_depth`` steps
-        from the outside user and otherwise gives the plainer reason.
+        make the pass quadratic in program size, so only a cycle closing within
+        ``explain_depth`` producer->user steps from the outside user to the fusion root is
+        named, and otherwise the plainer reason is given. Those users are the instructions the
+        root reaches in ``explain_depth`` steps up its operands (``_near_root``: computed once
+        per cluster and again after a duplication, which changes the graph); what is scanned
+        is the smaller of that set and ``p``'s users, so a producer with many users (a
+        broadcast scalar read by every step of a loop) costs nothing per decision.
         """
-        outside = [u for u in self.users[p] if u not in cluster.members]
-        for u in outside:
-            if cluster.root in nx.bfs_tree(self.graph, u, depth_limit=self.explain_depth):
-                return f"rule 2: moving it would create a cycle through %{u.name}"
-        return f"rule 2: %{outside[0].name} outside the fusion also needs its value"
+        users, inside = self.users[p], cluster.member_users(p)
+        near = self._near_root(cluster)
+        if len(users) <= len(near) + len(inside):
+            closes = None
+            for u in users:
+                self.work += 1
+                if u not in inside and u in near:
+                    closes = u
+                    break
+        else:
+            self.work += len(near)
+            closes = min((u for u in near if u in users and u not in inside), key=users.__getitem__, default=None)
+        if closes is not None:
+            return f"rule 2: moving it would create a cycle through %{closes.name}"
+        first = next(u for u in users if u not in inside)  # skips at most the cluster's members
+        return f"rule 2: %{first.name} outside the fusion also needs its value"
+
+    def _near_root(self, cluster) -> set:
+        """The instructions with a path of at most ``explain_depth`` steps to the cluster's root
+        (a breadth-first search up the operands: the dataflow graph's in-edges, always current)."""
+        if cluster.near is None:
+            near, frontier = {cluster.root}, [cluster.root]
+            for _ in range(self.explain_depth):
+                nxt = []
+                for m in frontier:
+                    for o in m.operands:
+                        self.work += 1
+                        if o not in near:
+                            near.add(o)
+                            nxt.append(o)
+                frontier = nxt
+            cluster.near = near
+        return cluster.near
 
     def _recompute_ok(self, p):
         """Rule 4's conditions for duplicating an elementwise producer ``p``."""
@@ -421,9 +530,9 @@ class FusionPass(HloPass):
         big = [o for o in set(p.operands) if not self._small_source(o, p)]
         if len(big) > 1:
             return False, f"recomputing it reads {len(big)} arrays of its size, more than loading it"
-        for u in self.users[p]:
-            if not self._reads_once(u, p):
-                return False, f"%{u.name} ({u.opcode}) does not read each element once"
+        u = next(iter(self.bad_users[p]), None)  # the first user that does not read it once
+        if u is not None:
+            return False, f"%{u.name} ({u.opcode}) does not read each element once"
         origin = self.origin.get(p, p)
         if self.copies[origin] >= self.max_duplicates:
             return False, f"rule 4c: already duplicated {self.max_duplicates} times"
@@ -459,26 +568,29 @@ class FusionPass(HloPass):
         return "fuse", f"kOutput: {p.opcode} with an elementwise tail"
 
     def _elementwise_path_to_root(self, m, cluster, dims):
-        if not (_is_elementwise(m) and m.shape.dims == dims):
-            return False
-        if m is cluster.root:
-            return True
-        return all(self._elementwise_path_to_root(u, cluster, dims)
-                   for u in self.users[m] if u in cluster.members)
+        return self._every_path(m, cluster, lambda x: _is_elementwise(x) and x.shape.dims == dims)
 
     def _same_elements_to_root(self, m, cluster):
         """``m`` reaches the root through elementwise ops and reshapes only (element count kept)."""
-        if not (_is_elementwise(m) or m.opcode == "reshape"):
-            return False
-        if m is cluster.root:
-            return True
-        return all(self._same_elements_to_root(u, cluster) for u in self.users[m] if u in cluster.members)
+        return self._every_path(m, cluster, lambda x: _is_elementwise(x) or x.opcode == "reshape")
 
     def _expanded(self, m, cluster) -> bool:
         """Some path from ``m`` to the root goes through a broadcast that adds elements."""
-        if m.opcode == "broadcast" and m.shape.size > m.operands[0].shape.size:
-            return True
-        return any(self._expanded(u, cluster) for u in set(self.users[m]) if u in cluster.members)
+        return not self._every_path(
+            m, cluster, lambda x: not (x.opcode == "broadcast" and x.shape.size > x.operands[0].shape.size))
+
+    @staticmethod
+    def _every_path(m, cluster, ok) -> bool:
+        """Every instruction on every path from ``m`` up the members to the root satisfies ``ok``.
+        Each member is visited once: a cluster of diamonds has exponentially many paths."""
+        memo = {}
+
+        def visit(x):
+            r = memo.get(x)
+            if r is None:
+                r = memo[x] = ok(x) and all(visit(u) for u in cluster.member_users(x))
+            return r
+        return visit(m)
 
     def _duplicate_into(self, p, cluster):
         """A copy of ``p`` that the cluster's members read instead of ``p``."""
@@ -488,26 +600,27 @@ class FusionPass(HloPass):
         origin = self.origin.get(p, p)
         self.origin[clone] = origin
         self.copies[origin] += 1
-        self.comp.instructions.insert(self.comp.instructions.index(p) + 1, clone)
+        self.clones.setdefault(p, []).append(clone)  # placed in the program at the end of run()
         self.pos[clone] = self.pos[p]
-        self.users[clone] = []
-        self.graph.add_node(clone)
-        for m in cluster.members:
-            if p in m.operands:
-                m.operands = [clone if o is p else o for o in m.operands]
-                self.users[p] = [u for u in self.users[p] if u is not m]
-                self.users[clone].extend([m] * m.operands.count(clone))
-                self.graph.remove_edge(p, m)
-                self.graph.add_edge(clone, m)
-        for o in clone.operands:
-            self.users[o].append(clone)
-            self.graph.add_edge(o, clone)
+        self.users[clone], self.bad_users[clone] = {}, {}
+        self._record("clone", clone, p, origin)
+        readers = cluster.inside.pop(p, set())
+        for m in readers:
+            self._record("operands", m, m.operands)
+            m.operands = [clone if o is p else o for o in m.operands]
+            self._record("user-removed", p, m, self._remove_user(p, m))
+            self._add_user(clone, m)
+        cluster.inside[clone] = readers
+        for o in dict.fromkeys(clone.operands):
+            self._add_user(o, clone)
+            self._record("user-added", o, clone)
+        cluster.near = None  # the graph changed: p no longer reaches these readers directly
         return clone
 
     # --- turning a cluster into a fusion instruction -----------------------------------
-    def _materialize(self, module, cluster):
-        comp = self.comp
-        order = {i: n for n, i in enumerate(comp.instructions)}
+    def _materialize(self, module, cluster, order):
+        """The fusion instruction for ``cluster`` (``order``: the instructions' positions); ``run``
+        puts it in the program in place of the root."""
         members = sorted(cluster.members, key=order.__getitem__)
         hero = cluster.hero()
         kind = "kLoop" if hero is None else ("kInput" if hero.opcode == "reduce" else "kOutput")
@@ -526,12 +639,8 @@ class FusionPass(HloPass):
                                    metadata=m.metadata)
             clones[m] = fused.add_instruction(clone)
         fused.root = clones[cluster.root]
-        fusion = HloInstruction("fusion", cluster.root.shape, params, {"kind": kind}, [fused],
-                                name=module.unique_name("fusion"), metadata=cluster.root.metadata)
-        comp.instructions.insert(comp.instructions.index(cluster.root), fusion)
-        comp.replace_all_uses(cluster.root, fusion)
-        comp.instructions = [i for i in comp.instructions if i not in cluster.members]
-        return fusion
+        return HloInstruction("fusion", cluster.root.shape, params, {"kind": kind}, [fused],
+                              name=module.unique_name("fusion"), metadata=cluster.root.metadata)
 
 
 def count_kernels(module) -> int:
