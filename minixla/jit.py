@@ -15,6 +15,7 @@ import functools
 import inspect
 import gc
 import os
+import threading
 import time
 
 import numpy as np
@@ -265,6 +266,8 @@ class Jitted:
         self.static_argnums += tuple(names.index(n) for n in self.static_argnames
                                      if n in names and names.index(n) not in self.static_argnums)
         self._cache: dict = {}
+        self._compiling: dict = {}  # key -> lock held while that signature compiles
+        self._compiling_lock = threading.Lock()
         functools.update_wrapper(self, fun)
 
     def _split_static(self, args, kwargs):
@@ -334,8 +337,26 @@ class Jitted:
             self._argument_error(args, kwargs, e)
         compiled = self._cache.get(key)
         if compiled is None:
-            compiled = self._cache[key] = self.lower(*args, **kwargs).compile()
+            compiled = self._compile_once(key, args, kwargs)
         return tree_util.tree_unflatten(compiled.lowered.out_tree, compiled.call_flat(flat))
+
+    def _compile_once(self, key, args, kwargs) -> "Compiled":
+        """Compile the signature ``key`` once however many threads call it first: the others
+        wait for that compile (as jax.jit does) instead of compiling it again. (If it raises,
+        each waiter tries, and raises, in turn.) Reentrant: a function that calls itself while
+        being traced still recurses as it would without the lock."""
+        with self._compiling_lock:
+            lock = self._compiling.setdefault(key, threading.RLock())
+        try:
+            with lock:
+                compiled = self._cache.get(key)
+                if compiled is None:
+                    compiled = self._cache[key] = self.lower(*args, **kwargs).compile()
+                return compiled
+        finally:
+            with self._compiling_lock:
+                if key in self._cache:
+                    self._compiling.pop(key, None)
 
     def _argument_error(self, args, kwargs, e):
         """Raise ``e`` (an argument that is not an array) naming the argument, as ``jax.jit``

@@ -80,23 +80,62 @@ def test_dead_worker_fails_pending_futures_and_the_parent_compiles(fresh_server)
     assert not fresh_server.alive and fresh_server.submit(KERNEL) is None
 
 
-def test_split_sends_big_kernels_while_the_worker_queue_is_short():
+def test_split_sends_big_kernels_alone_and_small_ones_bundled():
     class FakeServer:
-        pending_chars = 0
+        alive = True
+        ready = threading.Event()
+        sent = []
 
         def submit(self, text):
-            self.pending_chars += len(text)
+            self.sent.append(text)
             return object()
 
+    FakeServer.ready.set()
     split = compile_server.Split()
     split.server = FakeServer()
     big = "x" * compile_server.MIN_REMOTE_CHARS
-    split.parent_chars = len(big)             # (the thunks' share)
-    assert not split.offer("small", big[1:])  # not worth a module: the parent's share is 2 big - 1
-    assert split.offer("a", big * 3)          # the worker's queue is empty
-    assert not split.offer("b", big * 2)      # its queue (a) is longer than the parent's share
-    assert split.offer("c", big)              # the parent's share is now 4 big - 1
-    assert list(split.remote) == ["a", "c"]
+    small = "s" * (compile_server.MIN_REMOTE_CHARS // 2 - 1)
+    assert split.offer("a", big)                   # sent at once
+    assert split.offer("s1", small) and split.offer("s2", small)  # held: the bundle is still small
+    assert split.offer("b", big * 2)
+    assert split.offer("s3", "t" * 3)               # the bundle is now big enough: sent
+    assert split.offer("s4", small)
+    split.finish()                                  # the rest of the bundle
+    sep = target.BUNDLE_SEPARATOR
+    assert FakeServer.sent == [big, big * 2, sep.join([small, small, "t" * 3]), small]
+    assert split.remote == {"a", "b", "s1", "s2", "s3", "s4"} and len(split.objects()) == 4
+    split.server = None                             # no worker: the parent compiles
+    assert not split.offer("c", big)
+
+
+def test_worker_compiles_a_bundle_of_modules(fresh_server):
+    other = KERNEL.replace("store_n", "store_m")
+    code = fresh_server.submit(KERNEL + target.BUNDLE_SEPARATOR + other).result(60)
+    assert code.startswith(b"\x7fELF")
+    jit = target.JitModule(CALLER, ["store_42", "store_n", "store_m"],
+                           objects=[(KERNEL + target.BUNDLE_SEPARATOR + other, fresh_server.submit(
+                               KERNEL + target.BUNDLE_SEPARATOR + other))])
+    assert jit.worker_modules == 1 and _call_store_42(jit) == 42 and jit.addresses["store_m"]
+    assert target.BUNDLE_SEPARATOR not in jit.llvm_ir and "store_m" in jit.optimized_llvm_ir
+
+
+def test_a_worker_is_replaced_after_recycle_after_requests(monkeypatch):
+    # The worker leaks LLVM memory with every module it optimizes: after RECYCLE_AFTER requests
+    # a fresh one takes over (once ready) and the old one exits when done with what it has.
+    monkeypatch.setenv("MINIXLA_COMPILE_WORKERS", "1")
+    monkeypatch.setattr(compile_server, "RECYCLE_AFTER", 3)
+    old = compile_server.server()
+    assert old is not None and old.ready.wait(60)
+    futures = [old.submit(KERNEL) for _ in range(3)]
+    assert compile_server.server() is old  # the successor is starting
+    assert compile_server._successor is not None and compile_server._successor.ready.wait(60)
+    new = compile_server.server()
+    assert new is not old and new.alive and new.requests == 0
+    assert old.submit(KERNEL) is None  # retired: takes nothing new
+    assert all(f.result(60).startswith(b"\x7fELF") for f in futures)  # ... but answers what it had
+    old._reader.join(60)
+    assert old.proc.returncode is not None  # exited and reaped
+    assert new.submit(KERNEL).result(60).startswith(b"\x7fELF")
 
 
 def test_workers_requested_reads_the_environment(monkeypatch):

@@ -75,3 +75,33 @@ def test_jax_backend_dump_has_no_llvm_files(tmp_path, monkeypatch):
     minixla.jit(lambda a: a - 1.0, backend="jax").lower(np.ones(4, np.float32)).compile()
     names = os.listdir(tmp_path)
     assert names and not [n for n in names if n.endswith((".ll", ".s"))]
+
+
+def _kernel_definitions(path):
+    """{kernel symbol: times defined} in an LLVM IR dump, and the labels of the assembly."""
+    ir = re.findall(r'^define [^@]*@"?(minixla_k_\w+)', path.read_text(), re.M)
+    return {s: ir.count(s) for s in ir}
+
+
+def test_dump_of_a_rejit_has_each_kernel_once(tmp_path, monkeypatch):
+    # A re-jit finds its program and kernels in the process-wide cache; its dump used to print
+    # every kernel twice (once from the program's own module, once as a "cached" kernel).
+    monkeypatch.setenv("MINIXLA_DUMP", str(tmp_path))
+    x = np.linspace(-1, 1, 3000, dtype=np.float32).reshape(30, 100)
+
+    def f(x):
+        return mnp.exp(x) * 2.0, mnp.sum(x * x, axis=1)
+    minixla.jit(f)(x)
+    minixla.jit(f)(x)                           # the same program: a program-cache hit
+    y = np.ones(7, np.float32)  # (another shape: not fused with f's kernels)
+    minixla.jit(lambda x, y: (f(x)[0], y * 3.0))(x, y)  # one cached kernel, one new
+    for what in ("ir-no-opt.ll", "ir-with-opt.ll"):
+        dumps = sorted(tmp_path.glob(f"module_*.{what}"))
+        assert len(dumps) == 3
+        first, again, mixed = (_kernel_definitions(p) for p in dumps)
+        assert first and set(first.values()) == {1}, what
+        assert again == first, what
+        assert set(mixed.values()) == {1} and len(set(mixed) & set(first)) >= 1, what
+    asm = sorted(tmp_path.glob("module_*.s"))
+    labels = [re.findall(r"^(minixla_k_\w+):", p.read_text(), re.M) for p in asm]
+    assert sorted(labels[1]) == sorted(labels[0]) and len(set(labels[0])) == len(labels[0])

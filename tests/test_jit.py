@@ -78,3 +78,34 @@ def test_static_argnum_passed_by_keyword_and_argname_passed_by_position():
     np.testing.assert_array_equal(minixla.jit(f, static_argnums=1)(a, n=3), a * 3)
     np.testing.assert_array_equal(minixla.jit(f, static_argnames="n")(a, 3), a * 3)
     np.testing.assert_array_equal(minixla.jit(f, static_argnums=-1)(a, 1), a)
+
+
+@pytest.mark.parametrize("backend", ["llvm", "jax"])
+def test_concurrent_first_calls_compile_once(backend):
+    # Eight threads making the first call of one signature: one traces and compiles, the others
+    # wait for it (they used to compile it eight times). A new signature still compiles.
+    import threading
+    import time
+    traces = []
+
+    def f(x):
+        traces.append(x.shape)
+        time.sleep(0.2)  # (a slow trace: the threads really overlap)
+        return x * 2.0 + 1.0
+    g = minixla.jit(f, backend=backend)
+    x = np.arange(8, dtype=np.float32)
+    start, results = threading.Barrier(8), [None] * 8
+
+    def call(i):
+        start.wait()
+        results[i] = g(x)
+    threads = [threading.Thread(target=call, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert traces == [(8,)]
+    for r in results:
+        np.testing.assert_array_equal(r, x * 2.0 + 1.0)
+    g(np.ones(3, np.float32))
+    assert traces == [(8,), (3,)]

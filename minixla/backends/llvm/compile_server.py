@@ -7,12 +7,19 @@ parts on a thread pool; we get the same parallelism from one *compile worker* pr
 (``compile_worker.py``), started on the first compile and kept for the life of the process.
 
 While ``executable.compile_module`` emits a program's kernels, each new kernel is *offered*
-to a ``Split``: it goes to the worker when the worker's queue is no longer than what the
-parent keeps for itself (its own kernels, plus the thunks and the rest of the compile,
-counted as ``PARENT_SHARE`` characters of IR); otherwise the parent links it into the
-program's module as before. The worker sends back an object file, which the ``JitModule``
-loads into its execution engine next to the parent's own; a kernel whose compile fails in
-the worker is compiled by the parent. The machine code is the same either way.
+to a ``Split``: with a ready worker, the worker compiles every new kernel -- a big one as soon
+as it is emitted, small ones bundled into one module -- and the parent only turns the
+program's thunks into machine code (no optimizer run). The worker sends back object files,
+which the ``JitModule`` loads into its execution engine next to the parent's own; a kernel
+whose compile fails in the worker is compiled by the parent. The machine code is the same
+either way.
+
+Why the parent leaves all optimizing to the worker: every run of llvmlite's (0.50) pass
+pipeline leaks ~80 KiB inside LLVM (the pass builder's instrumentation callbacks are
+allocated and never freed), so a process that compiles thousands of programs would grow
+without bound. The worker takes that leak, and is replaced by a fresh one (started meanwhile,
+switched to when ready) after ``RECYCLE_AFTER`` requests, which returns the memory. Without a
+worker (``MINIXLA_COMPILE_WORKERS=0``, one core) the parent optimizes and the leak remains.
 
 ``MINIXLA_COMPILE_WORKERS``: ``0`` turns the worker off (everything compiles in-process);
 unset or empty, it is 1 worker on a machine with two or more cores, none on one core; larger
@@ -34,14 +41,12 @@ from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 
 from minixla.backends.llvm.compile_worker import REPLY, REQUEST, _read_exact
-from minixla.backends.llvm.target import interrupts_deferred
+from minixla.backends.llvm.target import BUNDLE_SEPARATOR, interrupts_deferred
 
-#: the parent's own share of a program's compile, in characters of kernel IR
-PARENT_SHARE = 3000
 #: seconds the parent waits for one kernel from the worker before compiling it itself
 WAIT_S = 20.0
-#: smaller kernels stay in the parent: linked into its module they cost ~1 ms, while a module
-#: of their own costs ~2.5 ms of fixed LLVM overhead wherever it is compiled
+#: smaller kernels are bundled: linked into one module they cost ~1 ms each, while a module of
+#: their own costs ~2.5 ms of fixed LLVM overhead
 MIN_REMOTE_CHARS = 3000
 
 _WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "compile_worker.py")
@@ -83,11 +88,13 @@ class CompileServer:
                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         self.ready = threading.Event()
         self.alive = True
+        self.retiring = False       # replaced by a fresh worker: takes no new request
+        self.requests = 0           # requests sent (a worker is replaced after RECYCLE_AFTER)
         self.pending_chars = 0      # IR characters sent and not answered yet
         self._pending: dict[int, tuple[Future, int]] = {}
         self._next_id = 1
-        self._state = threading.Lock()   # _pending, _next_id, pending_chars, alive
-        self._write = threading.Lock()   # one request on the pipe at a time (never held with _state)
+        self._state = threading.Lock()   # _pending, _next_id, pending_chars, alive, retiring
+        self._write = threading.Lock()   # one request on the pipe at a time (taken before _state)
         self._reader = threading.Thread(target=self._read_replies, name="minixla-compile-server", daemon=True)
         self._reader.start()
 
@@ -96,23 +103,34 @@ class CompileServer:
             return None
         data = text.encode()
         future = _WorkerFuture(self)
-        with self._state:
-            if not self.alive:
-                return None
-            rid, self._next_id = self._next_id, self._next_id + 1
-            self._pending[rid] = (future, len(data))
-            self.pending_chars += len(data)
-        with interrupts_deferred():  # (a Ctrl-C waits for the whole request: half of one
-            try:                       # would leave the worker waiting for the rest)
-                with self._write:
-                    self.proc.stdin.write(REQUEST.pack(rid, len(data)) + data)
-                    self.proc.stdin.flush()
+        with interrupts_deferred(), self._write:  # (a Ctrl-C waits for the whole request:
+            with self._state:                      # half of one would leave the worker waiting)
+                if not self.alive or self.retiring:
+                    return None
+                rid, self._next_id = self._next_id, self._next_id + 1
+                self._pending[rid] = (future, len(data))
+                self.pending_chars += len(data)
+                self.requests += 1
+            try:
+                self.proc.stdin.write(REQUEST.pack(rid, len(data)) + data)
+                self.proc.stdin.flush()
             except (OSError, ValueError):  # the worker is gone (broken pipe, closed stdin)
                 self.kill()
             except BaseException:  # anything else mid-request: the worker cannot read on
                 self.kill()
                 raise
         return future
+
+    def retire(self) -> None:
+        """Take no new request and close the worker's input: it answers what it was sent,
+        then exits (its reader thread completes those futures and reaps it)."""
+        with self._write:
+            with self._state:
+                self.retiring = True
+            try:
+                self.proc.stdin.close()
+            except OSError:
+                pass
 
     def _read_replies(self) -> None:
         out = self.proc.stdout
@@ -196,23 +214,30 @@ class _WorkerFuture(Future):
 
 
 _server: CompileServer | None = None
+_successor: CompileServer | None = None   # starting, to replace a worker that served RECYCLE_AFTER
 _server_lock = threading.Lock()
+#: requests after which a worker is replaced by a fresh one. Each module the worker optimizes
+#: leaks ~80 KiB inside LLVM (llvmlite's pass pipeline, see ``target.JitModule``); a fresh
+#: worker returns that memory to the system, ~20 MiB at most.
+RECYCLE_AFTER = 256
 
 
 def _after_fork_in_child():
     # The child must not write to the parent's worker, and must not keep its input open: the
     # worker exits when the parent closes it. (The child starts its own worker when it compiles.)
-    global _server, _server_lock
+    global _server, _successor, _server_lock
     _server_lock = threading.Lock()
-    if _server is not None:
+    for s in (_server, _successor):
+        if s is None:
+            continue
         devnull = os.open(os.devnull, os.O_RDWR)
-        for pipe in (_server.proc.stdin, _server.proc.stdout):
+        for pipe in (s.proc.stdin, s.proc.stdout):
             try:  # the pipe's fd now points at /dev/null: the pipe is closed here, and the file
                 os.dup2(devnull, pipe.fileno())  # object can still be closed harmlessly later
             except (OSError, ValueError):
                 pass
         os.close(devnull)
-    _server = None
+    _server = _successor = None
 
 
 if hasattr(os, "register_at_fork"):
@@ -227,11 +252,23 @@ def server() -> CompileServer | None:
     """The process-wide compile server (started on first use), or None when turned off.
     A forked child starts its own (the parent's pipes are not its to use); a worker that
     exited is replaced, up to ``MAX_RESTARTS`` times (compiles stay in-process until the new
-    one is ready, ~0.2 s)."""
-    global _server, _restarts
+    one is ready, ~0.2 s). A worker that has served ``RECYCLE_AFTER`` requests is replaced
+    by a fresh one, started meanwhile: the old one is used until the new one is ready."""
+    global _server, _successor, _restarts
     if workers_requested() == 0:
         return None
     with _server_lock:
+        if (_server is not None and _server.pid == os.getpid() and _server.alive
+                and _server.requests >= RECYCLE_AFTER):
+            if _successor is None or not _successor.alive:
+                try:
+                    _successor = CompileServer()
+                    atexit.register(_successor._at_exit)
+                except OSError:
+                    _successor = None
+            elif _successor.ready.is_set():
+                _server.retire()
+                _server, _successor = _successor, None
         if _server is not None and _server.pid == os.getpid() and not _server.alive:
             if not _server.ready.is_set() or _restarts >= MAX_RESTARTS:
                 return None
@@ -249,23 +286,49 @@ def server() -> CompileServer | None:
 class Split:
     """Which of one program's new kernels the worker compiles, decided as they are emitted.
 
-    ``remote``: {symbol: (IR text, Future of object code)} for the kernels sent.
+    With a ready worker, the worker compiles all of them (the parent then runs no LLVM
+    optimizer, whose every run leaks memory in-process, see ``target.JitModule``): a kernel
+    of ``MIN_REMOTE_CHARS`` or more goes as soon as it is emitted, smaller ones are bundled
+    into one module until the bundle is that big (``finish`` sends the rest). Without one
+    (turned off, not ready yet, exited), the parent compiles them.
+
+    ``remote``: the symbols sent; ``objects()``: ``(IR text, Future of object code)`` per request.
     """
 
     def __init__(self):
         self.server = server()
-        self.parent_chars = PARENT_SHARE
-        self.remote: dict[str, tuple[str, Future]] = {}
+        self.remote: set[str] = set()
+        self._objects: list[tuple[str, Future]] = []
+        self._bundle: list[tuple[str, str]] = []
 
     def offer(self, symbol: str, text: str) -> bool:
-        """Send ``text`` to the worker if it is big enough to be worth a module of its own
-        and the worker's queue is no longer than the parent's share; False: the parent
-        compiles it."""
-        if (self.server is not None and len(text) >= MIN_REMOTE_CHARS
-                and self.server.pending_chars <= self.parent_chars):
-            future = self.server.submit(text)
-            if future is not None:
-                self.remote[symbol] = (text, future)
-                return True
-        self.parent_chars += len(text)
-        return False
+        """Give ``text`` to the worker, alone or in the bundle; False: the parent compiles it."""
+        if self.server is None or not self.server.ready.is_set() or not self.server.alive:
+            return False
+        if len(text) >= MIN_REMOTE_CHARS:
+            return self._send([(symbol, text)])
+        self._bundle.append((symbol, text))
+        if sum(len(t) for _, t in self._bundle) >= MIN_REMOTE_CHARS:
+            self._flush()
+        return True
+
+    def finish(self) -> None:
+        """Send the bundle of small kernels still held (call once all kernels are offered)."""
+        self._flush()
+
+    def _flush(self) -> None:
+        bundle, self._bundle = self._bundle, []
+        if bundle:
+            self._send(bundle)
+
+    def _send(self, kernels) -> bool:
+        text = BUNDLE_SEPARATOR.join(t for _, t in kernels)
+        future = self.server.submit(text)
+        if future is None:  # (the worker exited meanwhile: these stay with the parent)
+            return False
+        self._objects.append((text, future))
+        self.remote.update(s for s, _ in kernels)
+        return True
+
+    def objects(self) -> list[tuple[str, Future]]:
+        return list(self._objects)

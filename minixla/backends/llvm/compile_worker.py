@@ -6,7 +6,8 @@ it starts in ~0.2 s and never pulls in numpy or jax.
 
 Frames, little-endian::
 
-    request:  u64 id, u32 n, n bytes of LLVM IR text (one kernel module)
+    request:  u64 id, u32 n, n bytes of LLVM IR text (one kernel module, or several separated
+                                   by NUL bytes: linked into the first and compiled as one)
     reply:    u64 id, u8 status, u32 n, n bytes  (status 0: an ELF object file,
                                                    status 1: the error message, UTF-8)
 
@@ -59,7 +60,10 @@ def main() -> None:
         if text is None:
             return
         try:
-            module = target.parse(text.decode())
+            first, *rest = text.decode().split(target.BUNDLE_SEPARATOR)
+            module = target.parse(first)
+            for other in rest:
+                module.link_in(target.parse(other))
             target.optimize(module)
             reply(rid, 0, machine.emit_object(module))
         except Exception as e:  # a bad module: the parent compiles it itself and reports

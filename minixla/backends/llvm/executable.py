@@ -441,10 +441,16 @@ def compile_module(module, assignment, num_threads: int | None = None) -> LlvmEx
     steps, thunks = plan.emit(llvm_module)
     names = sorted({name for _, name, _ in steps} | set(thunks))
     main = str(llvm_module)
+    split.finish()
     local = [text for symbol, text in new_kernels.items() if symbol not in split.remote]
-    jit = kernel_cache.program(main, names, lambda: JitModule(main, names + list(new_kernels), local,
-                                                              objects=list(split.remote.values())))
-    jit.cached_kernels = getattr(jit, "cached_kernels", None) or dict(used)  # keeps their code alive
+    def build():
+        j = JitModule(main, names + list(new_kernels), local, objects=split.objects())
+        # The cached kernels it links to: keeps their code alive, and a dump appends their IR.
+        # (Set only here: on a program hit ``used`` names the JitModule's own kernels, which
+        # a dump would then print twice.)
+        j.cached_kernels = dict(used)
+        return j
+    jit = kernel_cache.program(main, names, build)
     for symbol, text in new_kernels.items():
         kernel_cache.insert(symbol, text, jit)
     exe = LlvmExecutable(module, assignment, kernels, jit, plan, steps, pool)

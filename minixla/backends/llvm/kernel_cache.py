@@ -16,9 +16,12 @@ therefore emits every kernel into a module of its own and names its function aft
 A program whose kernels all hit still compiles its thunks and sequence functions (small); a
 program whose whole module text was compiled before reuses that ``JitModule`` outright.
 
-The cache keeps at most ``MAX_KERNELS`` entries (least recently used first out). An evicted
-kernel's code lives on as long as an executable using it does; a later program defines it
-again (a module's own definition wins over a registered symbol).
+The cache is a bounded LRU: at most ``MAX_KERNELS`` kernels and as many programs, and at most
+``MAX_ENGINES`` distinct ``JitModule`` objects (each an MCJIT engine with its code, ~50 KiB and up)
+kept alive by it -- entries leave least recently used first. An evicted kernel's code lives on
+as long as an executable using it does, and is freed with the last of them (a dropped program
+releases its engine once the cache lets go too); a later program defines it again (a module's
+own definition wins over a registered symbol).
 """
 from __future__ import annotations
 
@@ -43,8 +46,14 @@ class CachedKernel:
     address: int
 
 
-_kernels: collections.OrderedDict = collections.OrderedDict()
-_programs: collections.OrderedDict = collections.OrderedDict()
+#: most JitModules (engines) the cache keeps alive
+MAX_ENGINES = 128
+
+# One LRU of ("kernel", symbol) -> CachedKernel and ("program", key) -> JitModule entries;
+# _holds counts the entries of each JitModule (by id), to bound how many the cache keeps alive.
+_entries: collections.OrderedDict = collections.OrderedDict()
+_holds: dict[int, int] = {}
+_counts = {"kernel": 0, "program": 0}
 _lock = threading.Lock()
 stats = {"kernel_hits": 0, "kernel_misses": 0, "program_hits": 0, "program_misses": 0}
 
@@ -61,14 +70,44 @@ def symbol_for(kernel_text: str) -> tuple[str, str]:
         f'@"{PLACEHOLDER}.', f'@"{symbol}.')
 
 
+def _jit_of(value):
+    return value.jit if isinstance(value, CachedKernel) else value
+
+
+def _get(key):
+    """The entry under ``key`` (moved to the most recent end), or None. Holds ``_lock``."""
+    value = _entries.get(key)
+    if value is not None:
+        _entries.move_to_end(key)
+    return value
+
+
+def _put(key, value) -> None:
+    """Enter ``value`` and evict the least recently used entries past the bounds. Holds ``_lock``."""
+    _drop(key)
+    _entries[key] = value
+    _counts[key[0]] += 1
+    _holds[id(_jit_of(value))] = _holds.get(id(_jit_of(value)), 0) + 1
+    while (_counts["kernel"] > MAX_KERNELS or _counts["program"] > MAX_KERNELS
+           or len(_holds) > MAX_ENGINES):
+        _drop(next(iter(_entries)))
+
+
+def _drop(key) -> None:
+    value = _entries.pop(key, None)
+    if value is None:
+        return
+    _counts[key[0]] -= 1
+    jit = id(_jit_of(value))
+    _holds[jit] -= 1
+    if not _holds[jit]:
+        del _holds[jit]
+
+
 def lookup(symbol: str) -> CachedKernel | None:
     with _lock:
-        entry = _kernels.get(symbol)
-        if entry is not None:
-            _kernels.move_to_end(symbol)
-            stats["kernel_hits"] += 1
-        else:
-            stats["kernel_misses"] += 1
+        entry = _get(("kernel", symbol))
+        stats["kernel_hits" if entry is not None else "kernel_misses"] += 1
         return entry
 
 
@@ -79,29 +118,23 @@ def insert(symbol: str, llvm_ir: str, jit) -> None:
         return
     llvm.add_symbol(symbol, address)
     with _lock:
-        _kernels[symbol] = CachedKernel(symbol, llvm_ir, jit, address)
-        _kernels.move_to_end(symbol)
-        while len(_kernels) > MAX_KERNELS:
-            _kernels.popitem(last=False)
+        _put(("kernel", symbol), CachedKernel(symbol, llvm_ir, jit, address))
 
 
 def program(text, names, compile_fn):
     """The JitModule of a program's module ``text`` (``compile_fn()`` on a miss). The text
     names its kernels by their hashes, so it determines all of the program's code."""
     # (not the ``; ModuleID`` line: it names the HloModule, which differs between re-jits)
-    key = _digest(text.split("\n", 1)[1] if text.startswith("; ModuleID") else text) + ":" + ",".join(names)
+    key = ("program", _digest(text.split("\n", 1)[1] if text.startswith("; ModuleID") else text)
+           + ":" + ",".join(names))
     with _lock:
-        jit = _programs.get(key)
+        jit = _get(key)
+        stats["program_hits" if jit is not None else "program_misses"] += 1
         if jit is not None:
-            _programs.move_to_end(key)
-            stats["program_hits"] += 1
             return jit
-        stats["program_misses"] += 1
     jit = compile_fn()
     with _lock:
-        _programs[key] = jit
-        while len(_programs) > MAX_KERNELS:
-            _programs.popitem(last=False)
+        _put(key, jit)
     return jit
 
 
@@ -109,11 +142,18 @@ def clear() -> None:
     """Forget every cached kernel and program (compiled code in use stays alive). The next
     compile of any program is cold: the benchmarks call this before timing a compile."""
     with _lock:
-        _kernels.clear()
-        _programs.clear()
+        _entries.clear()
+        _holds.clear()
+        _counts.update(kernel=0, program=0)
         for k in stats:
             stats[k] = 0
 
 
 def size() -> int:
-    return len(_kernels)
+    """How many kernels the cache holds."""
+    return _counts["kernel"]
+
+
+def engines() -> int:
+    """How many distinct JitModules (engines) the cache keeps alive."""
+    return len(_holds)

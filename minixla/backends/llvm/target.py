@@ -20,6 +20,9 @@ import time
 
 from llvmlite import binding as llvm
 
+#: separates the modules bundled into one compile-worker request (never in IR text)
+BUNDLE_SEPARATOR = "\0"
+
 
 @contextlib.contextmanager
 def interrupts_deferred():
@@ -147,15 +150,21 @@ class JitModule:
 
     def __init__(self, llvm_ir: str, function_names, link=(), objects=()):
         t0 = time.perf_counter()
-        self.llvm_ir = "\n".join([llvm_ir, *link, *(text for text, _ in objects)])
+        # (a worker request may bundle several modules, NUL-separated: see compile_worker.py)
+        self._remote_texts = [text.split(BUNDLE_SEPARATOR) for text, _ in objects]
+        self.llvm_ir = "\n".join([llvm_ir, *link, *(t for texts in self._remote_texts for t in texts)])
         self._link = list(link)
-        self._remote_texts = [text for text, _ in objects]
         # Our own module becomes an object file first, so that its codegen overlaps the
         # worker's; the engine (an MCJIT over an empty module) then loads every object and
         # resolves the calls between them. It keeps the code alive: we hold it. (LLVM work
         # holds a Ctrl-C until it is done; the wait for the worker stays interruptible.)
         with interrupts_deferred():
-            mod = self._optimized_module(llvm_ir, link)
+            # A module with no kernel linked in holds only thunks and sequence functions (loads
+            # and calls): instruction selection is all it needs. Not running the optimizer
+            # here also matters for memory: every run of llvmlite's pass pipeline leaks ~80 KiB
+            # in LLVM (llvmlite 0.50 allocates the pass builder's instrumentation callbacks
+            # and never frees them), so with a compile worker the parent never runs it.
+            mod = self._optimized_module(llvm_ir, link) if link else parse(llvm_ir)
             self._engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), create_host_target_machine())
             self._engine.add_object_file(llvm.ObjectFileRef.from_data(host_target_machine().emit_object(mod)))
         self.worker_modules = 0
@@ -165,7 +174,8 @@ class JitModule:
                 self.worker_modules += 1
             except Exception:  # the worker failed or exited: compile it here (and report it here)
                 with interrupts_deferred():
-                    code = host_target_machine().emit_object(self._optimized_module(text))
+                    first, *rest = text.split(BUNDLE_SEPARATOR)
+                    code = host_target_machine().emit_object(self._optimized_module(first, rest))
             with interrupts_deferred():
                 self._engine.add_object_file(llvm.ObjectFileRef.from_data(code))
         with interrupts_deferred():
@@ -191,7 +201,7 @@ class JitModule:
         were here -- from the same text with the same passes; texts taken before any codegen."""
         if self._dump is None:
             modules = [self._optimized_module(self._main, self._link),
-                       *(self._optimized_module(text) for text in self._remote_texts)]
+                       *(self._optimized_module(texts[0], texts[1:]) for texts in self._remote_texts)]
             functions = {f.name: str(f) for m in modules for f in m.functions if not f.is_declaration}
             self._dump = (modules, "\n".join(str(m) for m in modules), functions)
         return self._dump
