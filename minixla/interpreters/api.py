@@ -21,6 +21,11 @@ from minixla.interpreters.ad import Zero, float0, is_float, tangent_aval, zeros_
 from minixla.interpreters.batching import BatchTrace, BatchTracer, moveaxis
 
 
+def _wraps(fun):
+    """``functools.wraps`` without copying ``fun.__dict__`` (a ``Jitted`` keeps its cache there)."""
+    return functools.wraps(fun, updated=())
+
+
 def _leaf_out(x):
     """An output leaf: tracers unchanged, concrete values as numpy arrays of their minixla dtype."""
     if isinstance(x, Tracer) or isinstance(x, np.ndarray):
@@ -95,7 +100,7 @@ def _aux_fun(fun, has_aux):
     if not has_aux:
         return fun
 
-    @functools.wraps(fun)
+    @_wraps(fun)
     def wrapped(*args, **kwargs):
         res = fun(*args, **kwargs)
         if not (isinstance(res, (tuple, list)) and len(res) == 2):
@@ -228,7 +233,7 @@ def value_and_grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=F
     if holomorphic:
         raise errors.UnsupportedError("holomorphic=True (complex differentiation) is not supported by minixla")
 
-    @functools.wraps(fun)
+    @_wraps(fun)
     def value_and_grad_f(*args, **kwargs):
         nums = _argnums_check(fun, argnums, len(args))
         for i in nums:
@@ -276,7 +281,7 @@ def grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False, redu
     """
     vg = value_and_grad(fun, argnums, has_aux, holomorphic, allow_int, reduce_axes)
 
-    @functools.wraps(fun)
+    @_wraps(fun)
     def grad_f(*args, **kwargs):
         (_, aux), g = vg(*args, **kwargs) if has_aux else ((None, None), vg(*args, **kwargs)[1])
         return (g, aux) if has_aux else g
@@ -302,7 +307,7 @@ def _std_basis(flat):
 def jacfwd(fun, argnums=0, has_aux=False, holomorphic=False):
     """The Jacobian by forward mode (``jax.jacfwd``): ``vmap`` of ``jvp`` over the input basis;
     each output leaf gets shape ``out.shape + in.shape``."""
-    @functools.wraps(fun)
+    @_wraps(fun)
     def jacfun(*args, **kwargs):
         nums = _argnums_check(fun, argnums, len(args))
         dyn = tuple(args[i] for i in nums)
@@ -365,7 +370,7 @@ def _split_jac(jac, flat, in_tree, single, last):
 def jacrev(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False):
     """The Jacobian by reverse mode (``jax.jacrev``): ``vmap`` of the ``vjp`` over the output basis;
     each output leaf gets shape ``out.shape + in.shape``."""
-    @functools.wraps(fun)
+    @_wraps(fun)
     def jacfun(*args, **kwargs):
         nums = _argnums_check(fun, argnums, len(args))
         dyn = tuple(args[i] for i in nums)
@@ -436,7 +441,7 @@ def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None, spmd_axis_n
     if isinstance(in_axes, list):
         in_axes = tuple(in_axes)
 
-    @functools.wraps(fun)
+    @_wraps(fun)
     def vmap_f(*args, **kwargs):
         if isinstance(in_axes, tuple) and len(in_axes) != len(args):
             raise ValueError("vmap in_axes must be an int, None, or a tuple of entries corresponding to the "
