@@ -448,3 +448,93 @@ def _dot_rhs_t(ct, x, y, *, dimension_numbers, precision=None, preferred_element
 
 
 defbilinear(L.dot_general_p, _dot_lhs_t, _dot_rhs_t)
+
+
+# ---------------------------------------------------------------------------------------
+# Convolution. Both transposes are convolutions again (the "transposed convolution" for the
+# input, the weight gradient for the kernel); derivations in the docstrings.
+
+def _dilated(n, d):
+    return 0 if n == 0 else (n - 1) * d + 1
+
+
+def _conv_bind(lhs, rhs, dn, strides, padding, lhs_dil, rhs_dil, groups, precision):
+    return L.conv_general_dilated_p.bind(
+        lhs, rhs, window_strides=tuple(strides), padding=tuple(tuple(int(v) for v in p) for p in padding),
+        lhs_dilation=tuple(lhs_dil), rhs_dilation=tuple(rhs_dil), dimension_numbers=dn,
+        feature_group_count=groups, batch_group_count=1, precision=precision, preferred_element_type=None)
+
+
+def _conv_lhs_t(ct, lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation, dimension_numbers,
+                feature_group_count=1, batch_group_count=1, precision=None, preferred_element_type=None):
+    """d lhs = conv(ct, kernel flipped in space with its in/out features swapped), strides and
+    lhs dilation exchanged. The kernel's out features (G groups of Og) move into its in-feature
+    axis group-major so the same ``feature_group_count`` applies. Padding: ``K_d - 1 - lo`` before
+    and whatever makes the result the input's size after (K_d, L_d, O_d: dilated sizes)."""
+    dn = dimension_numbers
+    G = feature_group_count
+    lhs_shape = lhs.aval.shape
+    nsp = len(lhs_shape) - 2
+    rhs_c = L.transpose_p.bind(rhs, permutation=tuple(dn.rhs_spec))  # [O, I, *K]
+    O, I, *K = _shape(rhs_c)
+    if G > 1:
+        rhs_c = L.reshape_p.bind(rhs_c, new_sizes=(G, O // G, I, *K), dimensions=None)
+        rhs_c = L.transpose_p.bind(rhs_c, permutation=(1, 0) + tuple(range(2, nsp + 3)))
+        rhs_c = L.reshape_p.bind(rhs_c, new_sizes=(O // G, G * I, *K), dimensions=None)
+    rhs_c = L.rev_p.bind(rhs_c, dimensions=tuple(range(2, nsp + 2)))
+    ct_sp = [_shape(ct)[d] for d in dn.out_spec[2:]]
+    pads = []
+    for i in range(nsp):
+        l_d = _dilated(lhs_shape[dn.lhs_spec[2 + i]], lhs_dilation[i])
+        k_d = _dilated(K[i], rhs_dilation[i])
+        o_d = _dilated(ct_sp[i], window_strides[i])
+        before = k_d - 1 - padding[i][0]
+        pads.append((before, l_d + k_d - 1 - o_d - before))
+    t_dn = L.ConvDimensionNumbers(tuple(dn.out_spec), (1, 0) + tuple(range(2, nsp + 2)), tuple(dn.lhs_spec))
+    out = _conv_bind(ct, rhs_c, t_dn, lhs_dilation, pads, window_strides, rhs_dilation, G, precision)
+    return out
+
+
+def _conv_rhs_t(ct, lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation, dimension_numbers,
+                feature_group_count=1, batch_group_count=1, precision=None, preferred_element_type=None):
+    """d rhs[o, c, k] = sum over n, y of ct[n, o, y] * lhs_padded[n, c, y*s + k*r]: a convolution of
+    ``lhs`` (its batch and feature roles swapped) with ``ct`` as the kernel (contracting the
+    batch), window stride r and kernel dilation s exchanged; the result comes out in the
+    kernel's own layout. Feature groups are done one at a time (no batch_group_count yet)."""
+    dn = dimension_numbers
+    G = feature_group_count
+    rhs_shape = rhs.aval.shape
+    nsp = len(rhs_shape) - 2
+    K = [rhs_shape[d] for d in dn.rhs_spec[2:]]
+    ct_sp = [_shape(ct)[d] for d in dn.out_spec[2:]]
+    lhs_sp = [_shape(lhs)[d] for d in dn.lhs_spec[2:]]
+    pads = []
+    for i in range(nsp):
+        l_d = _dilated(lhs_sp[i], lhs_dilation[i])
+        k_d = _dilated(K[i], rhs_dilation[i])
+        o_d = _dilated(ct_sp[i], window_strides[i])
+        lo = padding[i][0]
+        pads.append((lo, k_d - 1 + o_d - l_d - lo))
+    t_dn = L.ConvDimensionNumbers((dn.lhs_spec[1], dn.lhs_spec[0]) + tuple(dn.lhs_spec[2:]),
+                                  (dn.out_spec[1], dn.out_spec[0]) + tuple(dn.out_spec[2:]),
+                                  (dn.rhs_spec[1], dn.rhs_spec[0]) + tuple(dn.rhs_spec[2:]))
+    if G == 1:
+        return _conv_bind(lhs, ct, t_dn, rhs_dilation, pads, lhs_dilation, window_strides, 1, precision)
+    parts = []
+    C, O = _shape(lhs)[dn.lhs_spec[1]], _shape(ct)[dn.out_spec[1]]
+    for k in range(G):
+        lhs_k = _slice_axis(lhs, dn.lhs_spec[1], k * (C // G), (k + 1) * (C // G))
+        ct_k = _slice_axis(ct, dn.out_spec[1], k * (O // G), (k + 1) * (O // G))
+        parts.append(_conv_bind(lhs_k, ct_k, t_dn, rhs_dilation, pads, lhs_dilation, window_strides, 1,
+                                precision))
+    return L.concatenate_p.bind(*parts, dimension=dn.rhs_spec[0])
+
+
+def _slice_axis(x, axis, lo, hi):
+    shape = _shape(x)
+    start, limit = [0] * len(shape), list(shape)
+    start[axis], limit[axis] = lo, hi
+    return L.slice_p.bind(x, start_indices=tuple(start), limit_indices=tuple(limit), strides=None)
+
+
+defbilinear(L.conv_general_dilated_p, _conv_lhs_t, _conv_rhs_t)
