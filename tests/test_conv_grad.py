@@ -37,3 +37,34 @@ def test_conv_vjp_and_jvp_match_jax(name, mode):
     def ours(x, w, ct, tx, tw):
         return minixla.vjp(f(lax), x, w)[1](ct), minixla.jvp(f(lax), (x, w), (tx, tw))
     assert_tree_close(run(mode, ours, x, w, ct, tx, tw), want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+def test_conv_vmap_matches_jax(name, mode):
+    lhs_shape, rhs_shape, strides, padding, ld, rd, dn, groups = CONFIGS[name]
+    r = np.random.default_rng(1)
+
+    def f(L):
+        return lambda x, w: L.conv_general_dilated(x, w, strides, padding, ld, rd, dn, feature_group_count=groups)
+    for axes in [(0, None), (None, 0), (0, 0), (len(lhs_shape), 1)]:
+        xs = [r.normal(size=(s[:a] + (2,) + s[a:]) if a is not None else s).astype(np.float32)
+              for s, a in zip((lhs_shape, rhs_shape), axes)]
+        want = as_np(jax.vmap(f(jax.lax), in_axes=axes)(*xs))
+        assert_tree_close(run(mode, minixla.vmap(f(lax), in_axes=axes), *xs), want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_per_example_gradients_of_a_small_cnn(mode):
+    r = np.random.default_rng(2)
+    w = r.normal(size=(3, 3, 1, 4)).astype(np.float32) * 0.3
+    xs = r.normal(size=(5, 6, 6, 1)).astype(np.float32)
+
+    def loss(L, np_, w, x):
+        y = L.conv_general_dilated(x[None], w, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC"))
+        return np_.sum(np_.maximum(y, 0.0) ** 2)
+    import jax.numpy as jnp
+    import minixla.numpy as mnp
+    want = as_np(jax.vmap(jax.grad(lambda w, x: loss(jax.lax, jnp, w, x)), in_axes=(None, 0))(w, xs))
+    got = run(mode, minixla.vmap(minixla.grad(lambda w, x: loss(lax, mnp, w, x)), in_axes=(None, 0)), w, xs)
+    assert_tree_close(got, want, rtol=1e-4, atol=1e-4)

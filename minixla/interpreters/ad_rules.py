@@ -538,3 +538,78 @@ def _slice_axis(x, axis, lo, hi):
 
 
 defbilinear(L.conv_general_dilated_p, _conv_lhs_t, _conv_rhs_t)
+
+
+# ---------------------------------------------------------------------------------------
+# Gather / scatter-add (both linear in their array operands; indices have no tangent).
+# minixla's gather clamps start indices (JAX's mode='clip') and its scatter drops windows that
+# do not fit (mode='drop'); each transpose keeps that: the gather's cotangent is scattered at
+# the clamped indices, the scatter's updates get zero cotangent where they were dropped.
+
+def _clamped_indices(idx, operand_shape, index_map, window):
+    """``idx`` clamped per index-vector entry k into ``[0, operand_shape[d] - window[d]]``, d = index_map[k]."""
+    dtype = get_aval(idx).dtype
+    shape = _shape(idx)
+    hi = np.array([operand_shape[d] - window[d] for d in index_map], dtype)
+    hi_b = L.broadcast_in_dim_p.bind(hi, shape=shape, broadcast_dimensions=(len(shape) - 1,))
+    return L.min(L.max(idx, np.zeros((), dtype)[()]), hi_b)
+
+
+def _gather_jvp(primals, tangents, *, dimension_numbers, slice_sizes):
+    x, idx = primals
+    ans = L.gather_p.bind(x, idx, dimension_numbers=dimension_numbers, slice_sizes=slice_sizes)
+    if isinstance(tangents[0], Zero):
+        return ans, Zero(tangent_aval(get_aval(ans)))
+    return ans, L.gather_p.bind(tangents[0], idx, dimension_numbers=dimension_numbers, slice_sizes=slice_sizes)
+
+
+def _gather_t(ct, x, idx, *, dimension_numbers, slice_sizes):
+    dn = dimension_numbers
+    shape = x.aval.shape
+    idx = _clamped_indices(idx, shape, dn.start_index_map, slice_sizes)
+    sdn = L.ScatterDimensionNumbers(tuple(dn.offset_dims), tuple(dn.collapsed_slice_dims), tuple(dn.start_index_map))
+    out = L.scatter_add_p.bind(zeros_like_aval(x.aval), idx, ct, dimension_numbers=sdn,
+                               indices_are_sorted=False, unique_indices=False)
+    return [out, None]
+
+
+jvp_rules[L.gather_p] = _gather_jvp
+transpose_rules[L.gather_p] = _gather_t
+
+
+def _scatter_add_jvp(primals, tangents, **params):
+    x, idx, upd = primals
+    ans = L.scatter_add_p.bind(x, idx, upd, **params)
+    tx, _, tu = tangents
+    if isinstance(tx, Zero) and isinstance(tu, Zero):
+        return ans, Zero(tangent_aval(get_aval(ans)))
+    return ans, L.scatter_add_p.bind(instantiate(tx), idx, instantiate(tu), **params)
+
+
+def _scatter_add_t(ct, x, idx, upd, *, dimension_numbers, **_):
+    dn = dimension_numbers
+    t_x = ct if is_undefined(x) else None
+    t_u = None
+    if is_undefined(upd):
+        upd_shape = upd.aval.shape
+        op_shape = _shape(ct)
+        win = iter(upd_shape[d] for d in dn.update_window_dims)
+        sizes = tuple(1 if d in dn.inserted_window_dims else next(win) for d in range(len(op_shape)))
+        gdn = L.GatherDimensionNumbers(tuple(dn.update_window_dims), tuple(dn.inserted_window_dims),
+                                       tuple(dn.scatter_dims_to_operand_dims))
+        g = L.gather_p.bind(ct, idx, dimension_numbers=gdn, slice_sizes=sizes)
+        # a window that did not fit was dropped by the scatter: it gets no cotangent
+        ishape = _shape(idx)
+        dtype = get_aval(idx).dtype
+        hi = np.array([op_shape[d] - sizes[d] for d in dn.scatter_dims_to_operand_dims], dtype)
+        hi_b = L.broadcast_in_dim_p.bind(hi, shape=ishape, broadcast_dimensions=(len(ishape) - 1,))
+        ok = L.bitwise_and(L.ge(idx, np.zeros((), dtype)[()]), L.le(idx, hi_b))
+        ok = L.reduce_and_p.bind(ok, axes=(len(ishape) - 1,))
+        batch_dims = tuple(d for d in range(len(upd_shape)) if d not in dn.update_window_dims)
+        ok = L.broadcast_in_dim_p.bind(ok, shape=upd_shape, broadcast_dimensions=batch_dims)
+        t_u = L.select_n_p.bind(ok, zeros_like_aval(get_aval(g)), g)
+    return [t_x, None, t_u]
+
+
+jvp_rules[L.scatter_add_p] = _scatter_add_jvp
+transpose_rules[L.scatter_add_p] = _scatter_add_t

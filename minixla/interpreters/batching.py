@@ -295,3 +295,127 @@ def _dot_general_b(vals, dims, *, dimension_numbers, precision=None, preferred_e
 
 
 batching_rules[L.dot_general_p] = _dot_general_b
+
+
+# ---------------------------------------------------------------------------------------
+# Gather, convolution.
+
+def _gather_b(vals, dims, *, dimension_numbers, slice_sizes):
+    """Operand batched: the batch is one more (leading) window dim. Indices batched: one more
+    leading index batch dim. Both: an iota joins the index vector to pick each example's slice."""
+    (x, idx), (dx, di) = vals, dims
+    dn = dimension_numbers
+    inc = lambda ds: tuple(d + 1 for d in ds)  # noqa: E731
+    if di is None:
+        x = moveaxis(x, dx, 0)
+        size = get_aval(x).shape[0]
+        gdn = L.GatherDimensionNumbers((0,) + inc(dn.offset_dims), inc(dn.collapsed_slice_dims),
+                                       inc(dn.start_index_map))
+        return L.gather_p.bind(x, idx, dimension_numbers=gdn, slice_sizes=(size,) + tuple(slice_sizes)), 0
+    idx = moveaxis(idx, di, 0)
+    if dx is None:
+        gdn = L.GatherDimensionNumbers(inc(dn.offset_dims), tuple(dn.collapsed_slice_dims),
+                                       tuple(dn.start_index_map))
+        return L.gather_p.bind(x, idx, dimension_numbers=gdn, slice_sizes=tuple(slice_sizes)), 0
+    x = moveaxis(x, dx, 0)
+    ishape = get_aval(idx).shape
+    dtype = get_aval(idx).dtype
+    counts = L.broadcasted_iota(dtype, ishape[:-1] + (1,), 0)
+    idx = L.concatenate_p.bind(counts, idx, dimension=len(ishape) - 1)
+    gdn = L.GatherDimensionNumbers(inc(dn.offset_dims), (0,) + inc(dn.collapsed_slice_dims),
+                                   (0,) + inc(dn.start_index_map))
+    return L.gather_p.bind(x, idx, dimension_numbers=gdn, slice_sizes=(1,) + tuple(slice_sizes)), 0
+
+
+batching_rules[L.gather_p] = _gather_b
+
+
+def _merge_into(x, bdim, axis):
+    """Fold the batch axis ``bdim`` of ``x`` into the example axis ``axis`` (given in the
+    example's numbering), batch-major: returns an array of the example's rank."""
+    x = moveaxis(x, bdim, 0)
+    shape = get_aval(x).shape
+    x = moveaxis(x, 0, axis)  # now [.., B, A, ..] with B at ``axis``
+    shape = get_aval(x).shape
+    return L.reshape_p.bind(x, new_sizes=shape[:axis] + (shape[axis] * shape[axis + 1],) + shape[axis + 2:],
+                            dimensions=None)
+
+
+def _split_axis(x, axis, sizes):
+    shape = get_aval(x).shape
+    return L.reshape_p.bind(x, new_sizes=shape[:axis] + tuple(sizes) + shape[axis + 1:], dimensions=None)
+
+
+def _conv_b(vals, dims, **params):
+    """Batched input: the batch joins the input's batch dim N. Batched kernel: the batch joins
+    the out-feature dim (inside each feature group). Both: the batch becomes extra feature
+    groups. The output's matching dim is split again; its batch axis is returned."""
+    (lhs, rhs), (dl, dr) = vals, dims
+    dn = params["dimension_numbers"]
+    G = params["feature_group_count"]
+    if params.get("batch_group_count", 1) != 1:
+        raise errors.UnsupportedError("vmap of conv_general_dilated with batch_group_count != 1")
+    o_ax = dn.out_spec[1]
+    if dr is None:
+        size = get_aval(lhs).shape[dl]
+        lhs = _merge_into(lhs, dl, dn.lhs_spec[0])
+        out = L.conv_general_dilated_p.bind(lhs, rhs, **params)
+        return _split_axis(out, dn.out_spec[0], (size, get_aval(out).shape[dn.out_spec[0]] // size)), dn.out_spec[0]
+    size = get_aval(rhs).shape[dr]
+    o_r = dn.rhs_spec[0]
+    if dl is None:
+        rhs = moveaxis(rhs, dr, 0)
+        O = get_aval(rhs).shape[1 + o_r]
+        rhs = _split_axis(rhs, 1 + o_r, (G, O // G))  # [B, .., G, Og, ..]
+        rhs = _merge3(moveaxis(rhs, 0, 1 + o_r), o_r)  # [.., G, B, Og, ..] merged
+        out = L.conv_general_dilated_p.bind(lhs, rhs, **params)
+        out = _split_axis(out, o_ax, (G, size, O // G))
+        out = moveaxis(out, o_ax + 1, 0)  # the batch first, then (G, Og) merged back
+        return _split_merge(out, 1 + o_ax), 0
+    rhs = _merge_into(rhs, dr, o_r)  # out features (B, G, Og), batch-major
+    lhs = _merge_into(lhs, dl, dn.lhs_spec[1])  # in features (B, G, Cg)
+    out = L.conv_general_dilated_p.bind(lhs, rhs, **{**params, "feature_group_count": size * G})
+    O = get_aval(out).shape[o_ax] // size
+    return _split_axis(out, o_ax, (size, O)), o_ax
+
+
+def _merge3(x, axis):
+    shape = get_aval(x).shape
+    n = shape[axis] * shape[axis + 1] * shape[axis + 2]
+    return L.reshape_p.bind(x, new_sizes=shape[:axis] + (n,) + shape[axis + 3:], dimensions=None)
+
+
+def _split_merge(x, axis):
+    shape = get_aval(x).shape
+    return L.reshape_p.bind(x, new_sizes=shape[:axis] + (shape[axis] * shape[axis + 1],) + shape[axis + 2:],
+                            dimensions=None)
+
+
+batching_rules[L.conv_general_dilated_p] = _conv_b
+
+
+def _scatter_b(prim):
+    """Unbatched indices: the batch is one more (leading) update window dim of the operand.
+    Batched indices: an iota joins the index vector so each example writes its own slice."""
+    def rule(vals, dims, *, dimension_numbers, **params):
+        (x, idx, upd), (dx, di, du) = vals, dims
+        dn = dimension_numbers
+        size = _size(vals, dims)
+        inc = lambda ds: tuple(d + 1 for d in ds)  # noqa: E731
+        x, upd = bdim_at_front(x, dx, size), bdim_at_front(upd, du, size)
+        if di is None:
+            sdn = L.ScatterDimensionNumbers((0,) + inc(dn.update_window_dims), inc(dn.inserted_window_dims),
+                                            inc(dn.scatter_dims_to_operand_dims))
+            return prim.bind(x, idx, upd, dimension_numbers=sdn, **params), 0
+        idx = moveaxis(idx, di, 0)
+        ishape = get_aval(idx).shape
+        counts = L.broadcasted_iota(get_aval(idx).dtype, ishape[:-1] + (1,), 0)
+        idx = L.concatenate_p.bind(counts, idx, dimension=len(ishape) - 1)
+        sdn = L.ScatterDimensionNumbers(inc(dn.update_window_dims), (0,) + inc(dn.inserted_window_dims),
+                                        (0,) + inc(dn.scatter_dims_to_operand_dims))
+        return prim.bind(x, idx, upd, dimension_numbers=sdn, **params), 0
+    batching_rules[prim] = rule
+
+
+for _p in (L.scatter_p, L.scatter_add_p, L.scatter_mul_p, L.scatter_min_p, L.scatter_max_p):
+    _scatter_b(_p)
