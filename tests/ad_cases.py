@@ -113,3 +113,14 @@ def run(mode, fn, *args):
     if mode == "eager":
         return fn(*args)
     return minixla.jit(fn, backend=mode)(*args)
+
+CASES += [
+    ("reduce_prod", lambda L: (lambda x: L.reduce_prod(x, (1,))), (sym(2, 5),)),
+    ("reduce_prod_zero", lambda L: (lambda x: L.reduce_prod(x, (0, 1))),
+     (np.array([[1.5, 0.0, 2.0], [0.5, -1.0, 3.0]], np.float32),)),
+    ("cumprod", lambda L: (lambda x: L.cumprod(x, 1)), (sym(2, 5),)),
+    ("cumprod_rev", lambda L: (lambda x: L.cumprod(x, 0, reverse=True)), (sym(3, 2),)),
+    ("cummax", lambda L: (lambda x: L.cummax(x, 1)), (sym(2, 6),)),
+    ("cummin_rev", lambda L: (lambda x: L.cummin(x, 0, reverse=True)), (sym(5, 2),)),
+]
+IDS = [c[0] for c in CASES]

@@ -91,3 +91,18 @@ def test_vmap_errors_match_jax():
     check(lambda: minixla.vmap(add, in_axes=(0, 1))(a3, a3), lambda: jax.vmap(add, in_axes=(0, 1))(a3, a3))
     check(lambda: minixla.vmap(add, in_axes=(0, 0, 0))(a3, a3), lambda: jax.vmap(add, in_axes=(0, 0, 0))(a3, a3))
     check(lambda: minixla.vmap(lambda x: x, in_axes=None)(a3), lambda: jax.vmap(lambda x: x, in_axes=None)(a3))
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_vmap_dynamic_slice_with_batched_indices(mode):
+    x = np.arange(20, dtype=np.float32).reshape(4, 5)
+    ks = np.array([0, 2, 9, -7], np.int32)  # clamped like lax.dynamic_slice
+    f = lambda L: (lambda x, k: L.dynamic_slice(x, (k, np.int32(1)), (2, 3)))  # noqa: E731
+    g = lambda L: (lambda x, u, k: L.dynamic_update_slice(x, u, (np.int32(1), k)))  # noqa: E731
+    u = np.ones((2, 3), np.float32)
+    for axes in [(None, 0), (0, 0)]:
+        xs = x if axes[0] is None else np.stack([x + i for i in range(4)])
+        want = as_np(jax.vmap(f(jax.lax), in_axes=axes)(xs, ks))
+        assert_tree_close(run(mode, minixla.vmap(f(lax), in_axes=axes), xs, ks), want)
+        want = as_np(jax.vmap(g(jax.lax), in_axes=axes[:1] + (None,) + axes[1:])(xs, u, ks))
+        assert_tree_close(run(mode, minixla.vmap(g(lax), in_axes=axes[:1] + (None,) + axes[1:]), xs, u, ks), want)

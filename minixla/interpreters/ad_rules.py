@@ -613,3 +613,69 @@ def _scatter_add_t(ct, x, idx, upd, *, dimension_numbers, **_):
 
 jvp_rules[L.scatter_add_p] = _scatter_add_jvp
 transpose_rules[L.scatter_add_p] = _scatter_add_t
+
+
+# ---------------------------------------------------------------------------------------
+# Products and running extrema: their JVP is the JVP of the same reduction written with
+# ``mul``/``max``/``min`` (a pairwise tree, or a Hillis-Steele scan), so every derivative
+# order and the zero cases (a product with zeros in it) come from those primitives' rules.
+
+def _jvp_of(fun, x, t):
+    from minixla.interpreters.ad import jvp_flat
+    _, (t_out,) = jvp_flat(lambda a: [fun(a)], [x], [t])
+    return t_out
+
+
+def _reduce_prod_jvp(primals, tangents, *, axes):
+    (x,), (t,) = primals, tangents
+    ans = L.reduce_prod_p.bind(x, axes=axes)
+    shape = _shape(x)
+    n = int(np.prod([shape[a] for a in axes], dtype=np.int64))
+    if n == 0:
+        return ans, Zero(tangent_aval(get_aval(ans)))
+    kept = [d for d in range(len(shape)) if d not in axes]
+    out_shape = _shape(ans)
+
+    def tree(a):
+        a = L.transpose_p.bind(a, permutation=tuple(axes) + tuple(kept)) if list(axes) + kept != list(
+            range(len(shape))) else a
+        a = L.reshape_p.bind(a, new_sizes=(n,) + tuple(out_shape), dimensions=None)
+        while _shape(a)[0] > 1:
+            m = _shape(a)[0]
+            if m % 2:
+                one = L.broadcast_in_dim_p.bind(_const(a, 1), shape=(1,) + tuple(out_shape), broadcast_dimensions=())
+                a = L.concatenate_p.bind(a, one, dimension=0)
+                m += 1
+            rest = (0,) * len(out_shape)
+            lim = tuple(out_shape)
+            a = L.mul(L.slice_p.bind(a, start_indices=(0,) + rest, limit_indices=(m,) + lim, strides=(2,) + (1,) * len(lim)),
+                      L.slice_p.bind(a, start_indices=(1,) + rest, limit_indices=(m,) + lim, strides=(2,) + (1,) * len(lim)))
+        return L.reshape_p.bind(a, new_sizes=tuple(out_shape), dimensions=None)
+    return ans, _jvp_of(tree, x, t)
+
+
+jvp_rules[L.reduce_prod_p] = _reduce_prod_jvp
+
+
+def _cumulative_jvp(prim, combine, identity):
+    def rule(primals, tangents, *, axis, reverse):
+        (x,), (t,) = primals, tangents
+        ans = prim.bind(x, axis=axis, reverse=reverse)
+        n = _shape(x)[axis]
+
+        def scan(a):
+            if reverse:
+                a = L.rev_p.bind(a, dimensions=(axis,))
+            step = 1
+            while step < n:
+                config = tuple((step, -step, 0) if d == axis else (0, 0, 0) for d in range(len(_shape(a))))
+                a = combine(a, L.pad_p.bind(a, _const(a, identity), padding_config=config))
+                step *= 2
+            return L.rev_p.bind(a, dimensions=(axis,)) if reverse else a
+        return ans, _jvp_of(scan, x, t)
+    jvp_rules[prim] = rule
+
+
+_cumulative_jvp(L.cumprod_p, L.mul, 1)
+_cumulative_jvp(L.cummax_p, L.max, -np.inf)
+_cumulative_jvp(L.cummin_p, L.min, np.inf)

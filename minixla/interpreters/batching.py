@@ -240,12 +240,27 @@ for _p in (L.cumsum_p, L.cumprod_p, L.cummax_p, L.cummin_p):
     _cumulative_b(_p)
 
 
+def _index_vector(idx, didx, size):
+    """Per-example scalar start indices as one batched index vector ``[B, K]`` (int32)."""
+    cols = []
+    for i, d in zip(idx, didx):
+        i = L.convert_element_type_p.bind(i, new_dtype=np.dtype(np.int32), weak_type=False) \
+            if get_aval(i).dtype != np.int32 else i
+        i = bdim_at_front(i, d, size)
+        cols.append(L.broadcast_in_dim_p.bind(i, shape=(size, 1), broadcast_dimensions=(0,)))
+    return L.concatenate_p.bind(*cols, dimension=1)
+
+
 def _dynamic_slice_b(vals, dims, *, slice_sizes):
+    """Batched start indices make it a gather (whose clamping is dynamic_slice's)."""
     x, *idx = vals
     dx, *didx = dims
     if any(d is not None for d in didx):
-        raise errors.UnsupportedError("vmap of dynamic_slice with batched start indices (a gather) "
-                                      "is not implemented yet")
+        size = _size(vals, dims)
+        nd = len(slice_sizes)
+        gdn = L.GatherDimensionNumbers(tuple(range(nd)), (), tuple(range(nd)))
+        return _gather_b([x, _index_vector(idx, didx, size)], [dx, 0], dimension_numbers=gdn,
+                         slice_sizes=tuple(slice_sizes))
     x = moveaxis(x, dx, 0)
     size = get_aval(x).shape[0]
     zero = np.zeros((), get_aval(idx[0]).dtype)[()] if idx else np.int32(0)
@@ -253,12 +268,22 @@ def _dynamic_slice_b(vals, dims, *, slice_sizes):
 
 
 def _dynamic_update_slice_b(vals, dims):
+    """Batched start indices make it a scatter, after clamping the starts so the update fits
+    (dynamic_update_slice clamps; scatter would drop the window)."""
     x, upd, *idx = vals
     dx, du, *didx = dims
-    if any(d is not None for d in didx):
-        raise errors.UnsupportedError("vmap of dynamic_update_slice with batched start indices (a scatter) "
-                                      "is not implemented yet")
     size = _size(vals, dims)
+    if any(d is not None for d in didx):
+        vec = _index_vector(idx, didx, size)
+        ex_x = get_aval(x).shape if dx is None else get_aval(x).shape[:dx] + get_aval(x).shape[dx + 1:]
+        ex_u = get_aval(upd).shape if du is None else get_aval(upd).shape[:du] + get_aval(upd).shape[du + 1:]
+        hi = np.array([a - b for a, b in zip(ex_x, ex_u)], np.int32)
+        vec = L.min(L.max(vec, np.int32(0)), L.broadcast_in_dim_p.bind(hi, shape=(size, len(hi)),
+                                                                       broadcast_dimensions=(1,)))
+        nd = len(ex_x)
+        sdn = L.ScatterDimensionNumbers(tuple(range(nd)), (), tuple(range(nd)))
+        return batching_rules[L.scatter_p]([x, vec, upd], [dx, 0, du], dimension_numbers=sdn,
+                                           indices_are_sorted=True, unique_indices=True)
     x, upd = bdim_at_front(x, dx, size), bdim_at_front(upd, du, size)
     zero = np.zeros((), get_aval(idx[0]).dtype)[()] if idx else np.int32(0)
     return L.dynamic_update_slice_p.bind(x, upd, zero, *idx), 0
