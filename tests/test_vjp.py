@@ -188,3 +188,20 @@ def test_numerical_gradients_float64(x64, name):
     hv = minixla.grad(lambda x: mnp.sum(minixla.grad(f)(x) * v))(x)
     np.testing.assert_allclose(hv, _numerical_grad(lambda x: np.sum(minixla.grad(f)(x) * v), x, 1e-5),
                                rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_where_gradient_nan_poisoning_is_jaxs(mode):
+    # the unselected branch's NaN derivative (sqrt at 0: 0 * inf) poisons the gradient, as in JAX
+    x = np.array([0.0, 1.0, 4.0], np.float32)
+    f = lambda np_: (lambda x: np_.sum(np_.where(x > 0, np_.sqrt(x), 0.0)))  # noqa: E731
+    g = lambda np_: (lambda x: np_.sum(np_.where(x > 0, x, np_.log(x))))  # noqa: E731
+    for fn in (f, g):
+        want = as_np(jax.grad(fn(jnp))(x))
+        assert_tree_close(run(mode, minixla.grad(fn(mnp)), x), want)
+
+
+def test_grad_accepts_jax_arrays_and_python_scalars():
+    assert_tree_close(minixla.grad(lambda x: mnp.sum(x ** 3))(jnp.arange(3.0)),
+                      as_np(jax.grad(lambda x: jnp.sum(x ** 3))(jnp.arange(3.0))))
+    assert float(minixla.grad(lambda x: x ** 2)(3.0)) == 6.0
