@@ -1077,8 +1077,7 @@ def full(shape, fill_value, dtype=None):
     trace = current_jaxpr_trace()
     if trace is None:
         return np.full(shape, value, dtype)
-    return trace.process_primitive(broadcast_in_dim_p, [value],
-                                              dict(shape=shape, broadcast_dimensions=()))
+    return trace.process_primitive(broadcast_in_dim_p, [value], dict(shape=shape, broadcast_dimensions=()))
 
 
 def stage_constant(x):
@@ -1089,8 +1088,7 @@ def stage_constant(x):
     if trace is None or isinstance(x, Tracer):
         return x
     x = np.asarray(x)
-    return trace.process_primitive(convert_element_type_p, [x],
-                                              dict(new_dtype=x.dtype, weak_type=False))
+    return trace.process_primitive(convert_element_type_p, [x], dict(new_dtype=x.dtype, weak_type=False))
 
 
 def stop_gradient(x):

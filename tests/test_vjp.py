@@ -10,7 +10,7 @@ import minixla
 import minixla.numpy as mnp
 from minixla import lax
 
-from ad_cases import CASES, IDS, MODES, as_np, assert_tree_close, run, sym, tangents_like
+from ad_cases import CASES, IDS, MODES, as_np, assert_tree_close, run, tangents_like
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -205,3 +205,15 @@ def test_grad_accepts_jax_arrays_and_python_scalars():
     assert_tree_close(minixla.grad(lambda x: mnp.sum(x ** 3))(jnp.arange(3.0)),
                       as_np(jax.grad(lambda x: jnp.sum(x ** 3))(jnp.arange(3.0))))
     assert float(minixla.grad(lambda x: x ** 2)(3.0)) == 6.0
+
+
+def test_linear_transpose_matches_jax():
+    def f(np_):
+        return lambda x, y: {"a": 2.0 * x[::-1] + np_.sum(y, axis=0), "b": x @ np_.ones((3, 2), np.float32)}
+    x, y = np.arange(3, dtype=np.float32), np.ones((4, 3), np.float32)
+    ct = {"a": np.array([1.0, -2.0, 0.5], np.float32), "b": np.array([3.0, 1.0], np.float32)}
+    want = as_np(jax.linear_transpose(f(jnp), x, y)(ct))
+    assert_tree_close(minixla.linear_transpose(f(mnp), x, y)(ct), want)
+    assert_tree_close(minixla.jit(lambda c: minixla.linear_transpose(f(mnp), x, y)(c))(ct), want)
+    with pytest.raises(minixla.errors.UnsupportedError, match="Transpose rule"):
+        minixla.linear_transpose(lambda x: mnp.exp(x), x)(x)

@@ -70,7 +70,7 @@ def zeros_like_aval(aval: ShapedArray):
     return lax.full(aval.shape, 0, aval.dtype)
 
 
-def instantiate(t, aval=None):
+def instantiate(t):
     """``t`` with a symbolic ``Zero`` replaced by real zeros."""
     return zeros_like_aval(t.aval) if isinstance(t, Zero) else t
 
@@ -175,7 +175,6 @@ class LinearFunction:
     def transpose(self, cts):
         """Cotangents of the inputs from cotangents of the outputs (``Zero`` allowed); a Zero
         cotangent is returned for an input the outputs do not depend on."""
-        jaxpr_cts = []
         ct_of = {}
         for (kind, k), ct in zip(self.out_parts, cts):
             if kind == "var":

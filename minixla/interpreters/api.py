@@ -201,6 +201,36 @@ def vjp(fun, *primals, has_aux=False):
     return tree_util.tree_unflatten(out_tree, [_leaf_out(x) for x in p_out]), vjp_fun
 
 
+def linear_transpose(fun, *primals, reduce_axes=()):
+    """The transpose of the linear function ``fun`` (``jax.linear_transpose``): ``primals`` only
+    give the input shapes and dtypes; the returned function maps output cotangents to a tuple
+    of input cotangents. ``fun`` is traced once into a jaxpr that is transposed equation by
+    equation; a non-linear ``fun`` raises (no transpose rule, or a product of two inputs)."""
+    flat, in_tree = tree_util.tree_flatten(primals)
+    in_avals = [get_aval(x) for x in flat]
+    for a in in_avals:
+        if not is_float(a.dtype):
+            raise TypeError(f"linear_transpose only supports [float or complex] -> [float or complex], "
+                            f"and integer -> integer functions, but got {a.dtype.name} input")
+    flat_fun, out_store = flatten_fun(fun, in_tree)
+    closed = trace_to_jaxpr(flat_fun, in_avals)
+    out_tree = out_store[0]
+
+    def transposed(*cts):
+        ct = cts[0] if len(cts) == 1 else cts
+        flat_ct, ct_tree = tree_util.tree_flatten(ct)
+        if ct_tree != out_tree:
+            raise TypeError(f"cotangent tree does not match function output, expected {out_tree} but got {ct_tree}")
+        for c, a in zip(flat_ct, closed.out_avals):
+            if get_aval(c).shape != a.shape or get_aval(c).dtype != a.dtype:
+                raise TypeError(f"cotangent type does not match function output, expected {a.str_short()} "
+                                f"but got {get_aval(c).str_short()}")
+        in_cts = ad.backward_pass(closed.jaxpr, closed.consts, flat_ct)
+        in_cts = [zeros_like_aval(a) if isinstance(c, Zero) else c for c, a in zip(in_cts, in_avals)]
+        return tree_util.tree_unflatten(in_tree, [_leaf_out(c) for c in in_cts])
+    return transposed
+
+
 def _leaf_tree(tree):
     return tree_util.tree_map(_leaf_out, tree)
 
