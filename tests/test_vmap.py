@@ -106,3 +106,9 @@ def test_vmap_dynamic_slice_with_batched_indices(mode):
         assert_tree_close(run(mode, minixla.vmap(f(lax), in_axes=axes), xs, ks), want)
         want = as_np(jax.vmap(g(jax.lax), in_axes=axes[:1] + (None,) + axes[1:])(xs, u, ks))
         assert_tree_close(run(mode, minixla.vmap(g(lax), in_axes=axes[:1] + (None,) + axes[1:]), xs, u, ks), want)
+
+
+def test_vmap_maps_keyword_arguments_over_axis_0_like_jax():
+    x, y = np.arange(6, dtype=np.float32).reshape(2, 3), np.ones((2, 3), np.float32)
+    f = lambda a, *, b: a * b + 1.0  # noqa: E731
+    assert_tree_close(minixla.vmap(f, in_axes=1)(x.T, b=y), as_np(jax.vmap(f, in_axes=1)(x.T, b=y)))

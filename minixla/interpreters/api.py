@@ -480,6 +480,10 @@ def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None, spmd_axis_n
         flat, in_tree = tree_util.tree_flatten(args)
         axes = _flatten_axes("vmap in_axes", in_tree, in_axes if isinstance(in_axes, tuple) else (in_axes,) * len(args)
                              if args else in_axes)
+        # keyword arguments are mapped over their leading axis, as in JAX
+        kw_flat, kw_tree = tree_util.tree_flatten(kwargs)
+        n_pos = len(flat)
+        flat, axes = flat + kw_flat, axes + [0] * len(kw_flat)
         sizes = []
         for x, ax in zip(flat, axes):
             if ax is None:
@@ -498,7 +502,7 @@ def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None, spmd_axis_n
         trace = BatchTrace(size)
         with new_trace(trace):
             ins = [BatchTracer(trace, x, ax % get_aval(x).ndim) if ax is not None else x for x, ax in zip(flat, axes)]
-            out = fun(*tree_util.tree_unflatten(in_tree, ins), **kwargs)
+            out = fun(*tree_util.tree_unflatten(in_tree, ins[:n_pos]), **tree_util.tree_unflatten(kw_tree, ins[n_pos:]))
             flat_out, out_tree = tree_util.tree_flatten(out)
             pairs = [trace.lift(o) for o in flat_out]
         oaxes = _flatten_axes("vmap out_axes", out_tree, out_axes)
