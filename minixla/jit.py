@@ -23,7 +23,7 @@ from jax import tree_util
 
 from minixla.core import errors
 from minixla.core.avals import get_aval
-from minixla.core.tracing import Tracer, flatten_fun, trace_to_jaxpr
+from minixla.core.tracing import Tracer, _trace_stack, flatten_fun, trace_to_jaxpr
 from minixla.dump import Dumper
 from minixla.hlo.lowering import lower_jaxpr
 from minixla.hlo.verifier import HloVerifierError, verify
@@ -329,8 +329,10 @@ class Jitted:
     def __call__(self, *args, **kwargs):
         fun, dyn_args, dyn_kwargs, static_key = self._split_static(args, kwargs)
         flat, in_tree = tree_util.tree_flatten((dyn_args, dyn_kwargs))
-        if any(isinstance(x, Tracer) for x in flat):
-            return fun(*dyn_args, **dyn_kwargs)  # jit inside a traced function: inline it
+        if _trace_stack or any(isinstance(x, Tracer) for x in flat):
+            # jit inside a traced or transformed function (make_jaxpr, jit, grad, vmap): inline it,
+            # so the outer trace sees its primitives (and closed-over outer tracers stay legal)
+            return fun(*dyn_args, **dyn_kwargs)
         try:
             key = (in_tree, tuple(_signature(x) for x in flat), static_key)
         except errors.MinixlaError as e:

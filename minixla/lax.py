@@ -1069,27 +1069,34 @@ def full(shape, fill_value, dtype=None):
     """An array of ``shape`` filled with ``fill_value`` (``jax.lax.full``). Inside a trace it is
     staged (a ``broadcast_in_dim`` of the scalar), so the result is a tracer like any other
     value of the traced function; outside, a numpy array."""
-    from minixla.core.tracing import _trace_stack
+    from minixla.core.tracing import current_jaxpr_trace
     dtype = canonicalize_dtype(dtype if dtype is not None else np.asarray(fill_value).dtype)
     value = np.asarray(fill_value).astype(dtype)[()] if not isinstance(fill_value, Tracer) else fill_value
     shape = canonicalize_shape(shape)
     if isinstance(value, Tracer):
         return broadcast_in_dim(convert_element_type(value, dtype), shape, ())
-    if not _trace_stack:
+    trace = current_jaxpr_trace()
+    if trace is None:
         return np.full(shape, value, dtype)
-    return _trace_stack[-1].process_primitive(broadcast_in_dim_p, [value],
-                                              dict(shape=shape, broadcast_dimensions=()))
+    return trace.process_primitive(broadcast_in_dim_p, [value], dict(shape=shape, broadcast_dimensions=()))
 
 
 def stage_constant(x):
     """``x`` (a numpy array) as a value of the current trace if one is active (a constvar), else
     ``x`` itself: what ``jnp.arange`` & co. give inside ``jit``."""
-    from minixla.core.tracing import _trace_stack
-    if not _trace_stack or isinstance(x, Tracer):
+    from minixla.core.tracing import current_jaxpr_trace
+    trace = current_jaxpr_trace()
+    if trace is None or isinstance(x, Tracer):
         return x
     x = np.asarray(x)
-    return _trace_stack[-1].process_primitive(convert_element_type_p, [x],
-                                              dict(new_dtype=x.dtype, weak_type=False))
+    return trace.process_primitive(convert_element_type_p, [x], dict(new_dtype=x.dtype, weak_type=False))
+
+
+def stop_gradient(x):
+    """``x`` (a pytree) with zero derivative at every level of differentiation, as
+    ``jax.lax.stop_gradient``; ``vmap`` batching passes through it."""
+    from minixla.interpreters.api import stop_gradient as _stop_gradient
+    return _stop_gradient(x)
 
 
 # Every public function is an API boundary: an error escaping it names the function, the

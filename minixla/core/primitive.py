@@ -36,10 +36,10 @@ class Primitive:
 
     def bind(self, *args, **params):
         """Apply the primitive: stage it out if any argument is a tracer, else run it eagerly."""
-        from minixla.core.tracing import _trace_stack, find_trace
+        from minixla.core.tracing import current_jaxpr_trace, find_trace
         trace = find_trace(args)
-        if trace is None and not args and _trace_stack:
-            trace = _trace_stack[-1]  # an operand-less primitive (iota) is staged, as in JAX
+        if trace is None and not args:
+            trace = current_jaxpr_trace()  # an operand-less primitive (iota) is staged, as in JAX
         if trace is not None:
             return trace.process_primitive(self, args, params)
         args = [np.asarray(a) if isinstance(a, WeakScalar) else a for a in args]

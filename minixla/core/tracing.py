@@ -17,26 +17,60 @@ from minixla.core import errors
 from minixla.core.avals import ShapedArray, WeakScalar, get_aval
 from minixla.core.jaxpr import ClosedJaxpr, Jaxpr, JaxprEqn, Literal, SourceInfo, Var
 
+#: the active traces, outermost first; a trace's ``level`` is its index here. Jaxpr traces
+#: (``JaxprTrace``) and the transformations' traces (``minixla.interpreters``: JVP, batching)
+#: share this one stack, as JAX's trace levels do: a primitive is processed by the trace of
+#: the highest level among its operands, which treats the others as constants.
 _trace_stack: list = []
 
 
-def find_trace(args):
-    """The innermost active trace if any argument is one of its tracers.
+class new_trace:
+    """``with new_trace(trace):`` pushes ``trace`` on the stack (giving it its level) and pops it."""
 
-    Every tracer argument must belong to that trace: a tracer kept from an earlier trace
-    (stored in a global or a list, then reused) is an ``UnexpectedTracerError``, as in JAX.
+    def __init__(self, trace):
+        self.trace = trace
+
+    def __enter__(self):
+        self.trace.level = len(_trace_stack)
+        _trace_stack.append(self.trace)
+        return self.trace
+
+    def __exit__(self, *exc):
+        popped = _trace_stack.pop()
+        assert popped is self.trace, "trace stack out of order"
+
+
+def current_jaxpr_trace():
+    """The innermost active ``JaxprTrace`` (where operand-less values such as iota are staged), or None."""
+    for t in reversed(_trace_stack):
+        if isinstance(t, JaxprTrace) and not getattr(t, "tangent_only", False):
+            return t
+    return None
+
+
+def _is_active(trace) -> bool:
+    level = getattr(trace, "level", None)
+    return level is not None and level < len(_trace_stack) and _trace_stack[level] is trace
+
+
+def find_trace(args):
+    """The highest-level active trace among the tracer arguments (None if there is no tracer).
+
+    Tracers of lower (outer) levels are legitimate: the chosen trace treats them as constants
+    (closures over an outer ``jit``/``grad``/``vmap`` variable). A tracer whose trace has already
+    finished (kept in a global or a list, then reused) is an ``UnexpectedTracerError``, as in JAX.
     """
-    current = _trace_stack[-1] if _trace_stack else None
     found = None
     for x in args:
         if isinstance(x, Tracer):
-            if x._trace is not current:
+            if not _is_active(x._trace):
                 raise errors.UnexpectedTracerError(
                     f"Encountered an unexpected tracer {x!r}: it belongs to a trace that has "
-                    "already finished (it escaped make_jaxpr/jit, e.g. through a global or a list) "
-                    "or to an outer trace. Pass the value as an argument instead.\n"
+                    "already finished (it escaped make_jaxpr/jit/grad/vmap, e.g. through a global or "
+                    "a list). Pass the value as an argument instead.\n"
                     f"  at: {errors.user_source_line()}")
-            found = x._trace
+            if found is None or x._trace.level > found.level:
+                found = x._trace
     return found
 
 
@@ -199,9 +233,17 @@ class JaxprTrace:
         return Tracer(self, Var(aval))
 
     def to_atom(self, x):
-        """A tracer's variable, a Python scalar's ``Literal``, or a constvar for an array."""
-        if isinstance(x, Tracer):
+        """A tracer's variable, a Python scalar's ``Literal``, or a constvar for an array or for
+        a tracer of an outer (lower-level) trace, whose value the outer trace supplies."""
+        if isinstance(x, Tracer) and x._trace is self:
             return x.jaxpr_var
+        if isinstance(x, Tracer):
+            find_trace([x])  # a finished trace's tracer is an error, not a constant
+            key = id(x)
+            if key not in self.constvars:
+                self.constvars[key] = Var(x.aval)
+                self.consts[key] = x
+            return self.constvars[key]
         aval = get_aval(x)
         if isinstance(x, WeakScalar):
             return Literal(x.value, aval)
@@ -225,14 +267,14 @@ class JaxprTrace:
         return tracers if prim.multiple_results else tracers[0]
 
 
-def trace_to_jaxpr(fun, in_avals):
-    """Trace ``fun`` on flat abstract inputs. Returns ``(ClosedJaxpr, out_tree)``.
+def trace_to_jaxpr(fun, in_avals, trace=None):
+    """Trace ``fun`` on flat abstract inputs into a ``ClosedJaxpr``.
 
-    ``fun`` takes and returns flat lists; output pytrees are handled by the caller.
+    ``fun`` takes and returns flat lists; output pytrees are handled by the caller. ``trace``
+    is the (fresh) ``JaxprTrace`` to record into; linearize passes its own kind.
     """
-    trace = JaxprTrace()
-    _trace_stack.append(trace)
-    try:
+    trace = trace if trace is not None else JaxprTrace()
+    with new_trace(trace):
         in_tracers = [trace.new_arg(a) for a in in_avals]
         try:
             outs = fun(*in_tracers)
@@ -244,8 +286,6 @@ def trace_to_jaxpr(fun, in_avals):
                 raise
             raise jax_error.with_traceback(e.__traceback__) from None
         out_atoms = [trace.to_atom(o) for o in outs]
-    finally:
-        _trace_stack.pop()
     # Outputs that are literals or inputs still need a variable of their own.
     outvars = []
     for atom in out_atoms:

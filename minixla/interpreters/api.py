@@ -1,0 +1,576 @@
+"""The transformations' public API, with ``jax``'s names, signatures, semantics and errors.
+
+``jvp``, ``linearize``, ``vjp``, ``grad``, ``value_and_grad``, ``jacfwd``, ``jacrev``,
+``hessian``, ``vmap``, ``eval_shape`` and ``stop_gradient``. Inputs and outputs are pytrees
+(``jax.tree_util``). Each works eagerly (op by op) and inside ``minixla.jit``, and they nest.
+"""
+from __future__ import annotations
+
+import functools
+
+import jax
+import numpy as np
+from jax import tree_util
+
+from minixla.core import errors
+from minixla.core.avals import get_aval
+from minixla.core.tracing import Tracer, new_trace, trace_to_jaxpr
+from minixla.core.tracing import flatten_fun as _flatten_fun_kw
+from minixla.interpreters import ad, ad_rules  # noqa: F401 (ad_rules registers the rules)
+from minixla.interpreters.ad import Zero, float0, is_float, tangent_aval, zeros_like_aval
+from minixla.interpreters.batching import BatchTrace, BatchTracer, moveaxis
+
+
+def _wraps(fun):
+    """``functools.wraps`` without copying ``fun.__dict__`` (a ``Jitted`` keeps its cache there)."""
+    return functools.wraps(fun, updated=())
+
+
+def _leaf_out(x):
+    """An output leaf: tracers unchanged, concrete values as numpy arrays of their minixla dtype."""
+    if isinstance(x, Tracer) or isinstance(x, np.ndarray):
+        return x
+    return np.asarray(x, get_aval(x).dtype)
+
+
+def _instantiate_out(t, primal):
+    return zeros_like_aval(tangent_aval(get_aval(primal))) if isinstance(t, Zero) else t
+
+
+def flatten_fun(fun, in_tree):
+    """``fun`` of positional pytrees as a flat function; its output treedef lands in ``store[0]``."""
+    store = []
+
+    def flat_fun(*flat_args):
+        out = fun(*tree_util.tree_unflatten(in_tree, list(flat_args)))
+        flat_out, out_tree = tree_util.tree_flatten(out)
+        store.append(out_tree)
+        return flat_out
+    return flat_fun, store
+
+
+def _fun_name(fun):
+    return getattr(fun, "__name__", type(fun).__name__)
+
+
+# ---------------------------------------------------------------------------------------
+# Forward mode.
+
+def jvp(fun, primals, tangents, has_aux=False):
+    """``(fun(*primals), d fun(primals) . tangents)``, as ``jax.jvp``.
+
+    ``primals`` and ``tangents`` are tuples (or lists) of pytrees of equal structure, shapes and
+    dtypes; an integer or bool primal takes a ``float0`` tangent. Integer outputs get ``float0``
+    zero tangents. Raises ``TypeError``/``ValueError`` with JAX's messages on a mismatch.
+    """
+    if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
+        raise TypeError("primal and tangent arguments to jax.jvp must be tuples or lists; found "
+                        f"{type(primals).__name__} and {type(tangents).__name__}.")
+    flat_p, tree_p = tree_util.tree_flatten(tuple(primals))
+    flat_t, tree_t = tree_util.tree_flatten(tuple(tangents))
+    if tree_p != tree_t:
+        raise TypeError("primal and tangent arguments to jax.jvp must have the same tree structure; "
+                        f"primals have tree structure {tree_p} whereas tangents have tree structure {tree_t}.")
+    tans = []
+    for p, t in zip(flat_p, flat_t):
+        pa, ta = get_aval(p), get_aval(t)
+        if pa.shape != ta.shape:
+            raise ValueError(f"jvp called with different primal and tangent shapes;Got primal shape "
+                             f"{pa.shape} and tangent shape as {ta.shape}")
+        want = tangent_aval(pa).dtype
+        if np.dtype(t.dtype if hasattr(t, "dtype") else ta.dtype) != want and ta.dtype != want:
+            raise TypeError("primal and tangent arguments to jax.jvp do not match; dtypes must be equal, "
+                            "or in case of int/bool primal dtype the tangent dtype must be float0."
+                            f"Got primal dtype {pa.dtype.name} and so expected tangent dtype {want}, but "
+                            f"got tangent dtype {ta.dtype.name} instead.")
+        tans.append(Zero(tangent_aval(pa)) if want == float0 else t)
+    flat_fun, out_store = flatten_fun(_aux_fun(fun, has_aux), tree_p)
+    p_out, t_out = ad.jvp_flat(lambda *xs: flat_fun(*xs), flat_p, tans)
+    out_tree = out_store[0]
+    t_out = [_instantiate_out(t, p) for t, p in zip(t_out, p_out)]
+    if has_aux:
+        (po, aux), (to, _) = _split_aux(out_tree, p_out, t_out)
+        return po, to, aux
+    return (tree_util.tree_unflatten(out_tree, [_leaf_out(x) for x in p_out]),
+            tree_util.tree_unflatten(out_tree, [_leaf_out(x) for x in t_out]))
+
+
+def _aux_fun(fun, has_aux):
+    """``fun`` returning ``(out, aux)``: aux is carried as extra outputs marked in the tree."""
+    if not has_aux:
+        return fun
+
+    @_wraps(fun)
+    def wrapped(*args, **kwargs):
+        res = fun(*args, **kwargs)
+        if not (isinstance(res, (tuple, list)) and len(res) == 2):
+            raise TypeError("expected function with aux output to return a two-element tuple, but got "
+                            f"type {type(res)} with value {res!r}")
+        return (res[0], _stop_all(res[1]))
+    return wrapped
+
+
+def _stop_all(tree):
+    return tree_util.tree_map(lambda x: stop_gradient(x) if isinstance(x, Tracer) else x, tree)
+
+
+def _split_aux(out_tree, *flats):
+    """Split flat outputs of an ``(out, aux)`` function into (out pytree, aux pytree) per list."""
+    outs = []
+    for flat in flats:
+        out, aux = tree_util.tree_unflatten(out_tree, [_leaf_out(x) for x in flat])
+        outs.append((out, aux))
+    return outs
+
+
+def linearize(fun, *primals, has_aux=False):
+    """``(fun(*primals), f_jvp)`` where ``f_jvp(*tangents)`` is the JVP at ``primals``, as
+    ``jax.linearize``: the primal computation runs once, the tangent map is a linear jaxpr
+    (``f_jvp.jaxpr``) evaluated on each call."""
+    flat_p, in_tree = tree_util.tree_flatten(primals)
+    flat_fun, out_store = flatten_fun(_aux_fun(fun, has_aux), in_tree)
+    p_out, lin = ad.linearize_flat(lambda *xs: flat_fun(*xs), flat_p)
+    out_tree = out_store[0]
+    n_out = len(p_out)
+    if has_aux:
+        out_sub, aux_sub = tree_util.tree_unflatten(out_tree, list(range(n_out)))
+        n_main = len(tree_util.tree_leaves(out_sub))
+        main_tree = tree_util.tree_structure(out_sub)
+    else:
+        n_main, main_tree = n_out, out_tree
+
+    def f_jvp(*tangents):
+        flat_t, t_tree = tree_util.tree_flatten(tangents)
+        if t_tree != in_tree:
+            raise TypeError(f"linearized function called on tangent values inconsistent with the original "
+                            f"primal values: expected tree structure {in_tree}, got {t_tree}")
+        outs = lin(*flat_t)
+        return tree_util.tree_unflatten(main_tree, [_leaf_out(x) for x in outs[:n_main]])
+    f_jvp.jaxpr = lin.closed
+    primal_out = tree_util.tree_unflatten(out_tree, [_leaf_out(x) for x in p_out])
+    if has_aux:
+        return primal_out[0], f_jvp, primal_out[1]
+    return primal_out, f_jvp
+
+
+# ---------------------------------------------------------------------------------------
+# Reverse mode.
+
+def vjp(fun, *primals, has_aux=False):
+    """``(fun(*primals), vjp_fun)`` as ``jax.vjp``: ``vjp_fun(ct)`` (``ct`` shaped like the output)
+    returns a tuple with one cotangent pytree per primal (``float0`` zeros for integer ones)."""
+    flat_p, in_tree = tree_util.tree_flatten(primals)
+    flat_fun, out_store = flatten_fun(_aux_fun(fun, has_aux), in_tree)
+    p_out, lin = ad.linearize_flat(lambda *xs: flat_fun(*xs), flat_p)
+    out_tree = out_store[0]
+    if has_aux:
+        out_sub, aux_sub = tree_util.tree_unflatten(out_tree, list(p_out))
+        main_flat, main_tree = tree_util.tree_flatten(out_sub)
+    else:
+        main_flat, main_tree = p_out, out_tree
+    n_main = len(main_flat)
+
+    def vjp_fun(ct):
+        flat_ct, ct_tree = tree_util.tree_flatten(ct)
+        if ct_tree != main_tree:
+            raise ValueError("unexpected tree structure.\n\nThe argument to a VJP function returned by "
+                             "`jax.vjp` must match the pytree\nstructure of the differentiated function "
+                             f"{_fun_name(fun)}.\n\nBut the tree structures differ: expected {main_tree}, "
+                             f"got {ct_tree}")
+        cts = []
+        for c, p in zip(flat_ct, main_flat):
+            want = tangent_aval(get_aval(p))
+            got = get_aval(c)
+            if want.dtype == float0:
+                cts.append(Zero(want))
+                continue
+            if got.shape != want.shape or got.dtype != want.dtype:
+                raise ValueError(
+                    "unexpected JAX type (e.g. shape/dtype) for argument to VJP function: got "
+                    f"{got.dtype.name}{list(got.shape)}, but expected {want.dtype.name}{list(want.shape)} "
+                    "because the corresponding output of the differentiated function had JAX type "
+                    f"{want.dtype.name}{list(want.shape)}".replace(", ", ","))
+            cts.append(c)
+        cts += [Zero(a) for a in lin.out_avals[n_main:]]  # aux outputs get no cotangent
+        in_cts = lin.transpose(cts)
+        in_cts = [zeros_like_aval(c.aval) if isinstance(c, Zero) else c for c in in_cts]
+        return tree_util.tree_unflatten(in_tree, [_leaf_out(x) for x in in_cts])
+
+    if has_aux:
+        return _leaf_tree(out_sub), vjp_fun, _leaf_tree(aux_sub)
+    return tree_util.tree_unflatten(out_tree, [_leaf_out(x) for x in p_out]), vjp_fun
+
+
+def linear_transpose(fun, *primals, reduce_axes=()):
+    """The transpose of the linear function ``fun`` (``jax.linear_transpose``): ``primals`` only
+    give the input shapes and dtypes; the returned function maps output cotangents to a tuple
+    of input cotangents. ``fun`` is traced once into a jaxpr that is transposed equation by
+    equation; a non-linear ``fun`` raises (no transpose rule, or a product of two inputs)."""
+    flat, in_tree = tree_util.tree_flatten(primals)
+    in_avals = [get_aval(x) for x in flat]
+    for a in in_avals:
+        if not is_float(a.dtype):
+            raise TypeError(f"linear_transpose only supports [float or complex] -> [float or complex], "
+                            f"and integer -> integer functions, but got {a.dtype.name} input")
+    flat_fun, out_store = flatten_fun(fun, in_tree)
+    closed = trace_to_jaxpr(flat_fun, in_avals)
+    out_tree = out_store[0]
+
+    def transposed(*cts):
+        ct = cts[0] if len(cts) == 1 else cts
+        flat_ct, ct_tree = tree_util.tree_flatten(ct)
+        if ct_tree != out_tree:
+            raise TypeError(f"cotangent tree does not match function output, expected {out_tree} but got {ct_tree}")
+        for c, a in zip(flat_ct, closed.out_avals):
+            if get_aval(c).shape != a.shape or get_aval(c).dtype != a.dtype:
+                raise TypeError(f"cotangent type does not match function output, expected {a.str_short()} "
+                                f"but got {get_aval(c).str_short()}")
+        in_cts = ad.backward_pass(closed.jaxpr, closed.consts, flat_ct)
+        in_cts = [zeros_like_aval(a) if isinstance(c, Zero) else c for c, a in zip(in_cts, in_avals)]
+        return tree_util.tree_unflatten(in_tree, [_leaf_out(c) for c in in_cts])
+    return transposed
+
+
+def _leaf_tree(tree):
+    return tree_util.tree_map(_leaf_out, tree)
+
+
+def _argnums_check(fun, argnums, n_args, what="differentiating"):
+    nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
+    if any(not isinstance(a, int) for a in nums):
+        raise TypeError(f"argnums must be an int or a tuple of ints, got {argnums!r}")
+    if nums and (max(nums) >= n_args or min(nums) < -n_args):
+        raise TypeError(f"{what} with respect to argnums={argnums} requires at least {max(nums) + 1} "
+                        f"positional arguments to be passed by the caller, but got only {n_args} "
+                        "positional arguments.")
+    return tuple(a % n_args for a in nums)
+
+
+def _check_input_dtype(x, allow_int, name="grad"):
+    dtype = get_aval(x).dtype
+    if not is_float(dtype) and not allow_int:
+        raise TypeError(f"{name} requires real- or complex-valued inputs (input dtype that is a sub-dtype of "
+                        f"np.inexact), but got {dtype.name}. If you want to use Boolean- or integer-valued "
+                        "inputs, use vjp or set allow_int to True.")
+
+
+def value_and_grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False, reduce_axes=()):
+    """``(fun(*args), grad(fun)(*args))`` in one pass, as ``jax.value_and_grad``.
+
+    Raises ``TypeError`` (JAX's messages) when the output is not a real scalar, when an input
+    in ``argnums`` is an integer without ``allow_int``, or when ``argnums`` is out of range.
+    """
+    if holomorphic:
+        raise errors.UnsupportedError("holomorphic=True (complex differentiation) is not supported by minixla")
+
+    @_wraps(fun)
+    def value_and_grad_f(*args, **kwargs):
+        nums = _argnums_check(fun, argnums, len(args))
+        for i in nums:
+            for leaf in tree_util.tree_leaves(args[i]):
+                _check_input_dtype(leaf, allow_int)
+
+        def partial_f(*dyn):
+            full = list(args)
+            for i, v in zip(nums, dyn):
+                full[i] = v
+            return fun(*full, **kwargs)
+        res = vjp(partial_f, *[args[i] for i in nums], has_aux=has_aux)
+        out, pullback = res[0], res[1]
+        _check_scalar(out)
+        ct = np.ones((), get_aval(out).dtype)[()]
+        g = pullback(ct)
+        g = g[0] if isinstance(argnums, int) else tuple(g)
+        if has_aux:
+            return (out, res[2]), g
+        return out, g
+    return value_and_grad_f
+
+
+def _check_scalar(out):
+    msg = "Gradient only defined for scalar-output functions. Output {}."
+    try:
+        aval = get_aval(out)
+    except TypeError:
+        raise TypeError(msg.format(f"was {out}")) from None
+    if aval.shape != ():
+        raise TypeError(msg.format(f"had shape: {aval.shape}"))
+    if not is_float(aval.dtype) or aval.dtype.kind == "c":
+        raise TypeError("grad requires real-valued outputs (output dtype that is a sub-dtype of np.floating), "
+                        f"but got {aval.dtype.name}. For differentiation of functions with integer outputs, "
+                        "use jax.vjp directly.")
+
+
+def grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False, reduce_axes=()):
+    """The gradient of scalar-output ``fun`` with respect to ``argnums`` (int or tuple), as
+    ``jax.grad``; with ``has_aux`` ``fun`` returns ``(out, aux)`` and the result is ``(g, aux)``.
+
+    Raises ``TypeError`` (JAX's messages): non-scalar or non-float output, integer input without
+    ``allow_int`` (``allow_int=True`` gives it a ``float0`` gradient), ``argnums`` out of range,
+    ``has_aux`` on a function not returning a pair.
+    """
+    vg = value_and_grad(fun, argnums, has_aux, holomorphic, allow_int, reduce_axes)
+
+    @_wraps(fun)
+    def grad_f(*args, **kwargs):
+        (_, aux), g = vg(*args, **kwargs) if has_aux else ((None, None), vg(*args, **kwargs)[1])
+        return (g, aux) if has_aux else g
+    return grad_f
+
+
+# ---------------------------------------------------------------------------------------
+# Jacobians.
+
+def _std_basis(flat):
+    """One-hot tangents: for each leaf a [n, *shape] stack (n = total size) of unit vectors."""
+    sizes = [int(np.prod(get_aval(x).shape, dtype=np.int64)) for x in flat]
+    total = sum(sizes)
+    dtype = jax.numpy.result_type(*[get_aval(x).dtype for x in flat])
+    eye = np.eye(total, dtype=dtype)
+    out, start = [], 0
+    for x, n in zip(flat, sizes):
+        out.append(eye[:, start:start + n].reshape((total,) + get_aval(x).shape).astype(get_aval(x).dtype))
+        start += n
+    return out, total
+
+
+def jacfwd(fun, argnums=0, has_aux=False, holomorphic=False):
+    """The Jacobian by forward mode (``jax.jacfwd``): ``vmap`` of ``jvp`` over the input basis;
+    each output leaf gets shape ``out.shape + in.shape``."""
+    @_wraps(fun)
+    def jacfun(*args, **kwargs):
+        nums = _argnums_check(fun, argnums, len(args))
+        dyn = tuple(args[i] for i in nums)
+        flat, in_tree = tree_util.tree_flatten(dyn)
+        for x in flat:
+            if not is_float(get_aval(x).dtype):
+                raise TypeError(f"jacfwd requires real-valued inputs (input dtype that is a sub-dtype of "
+                                f"np.floating), but got {get_aval(x).dtype.name}. For holomorphic "
+                                "differentiation, pass holomorphic=True. For differentiation of "
+                                "non-holomorphic functions involving complex inputs or integer inputs, "
+                                "use jax.jvp directly.")
+        basis, n = _std_basis(flat)
+
+        def f_flat(*xs):
+            full = list(args)
+            for i, v in zip(nums, tree_util.tree_unflatten(in_tree, list(xs))):
+                full[i] = v
+            return fun(*full, **kwargs)
+
+        def push(*ts):
+            res = jvp(f_flat, tuple(flat), tuple(ts), has_aux=has_aux)
+            return (res[1], res[2]) if has_aux else res[1]
+        out = vmap(push, in_axes=0, out_axes=0 if not has_aux else (0, None))(*basis)
+        jac, aux = out if has_aux else (out, None)
+        jac = tree_util.tree_map(lambda j: _basis_to_last(j, n), jac)
+        jac = _split_jac(jac, flat, in_tree, isinstance(argnums, int), last=True)
+        return (jac, aux) if has_aux else jac
+    return jacfun
+
+
+def _basis_to_last(j, n):
+    """``[n, *out]`` -> ``[*out, n]``."""
+    nd = get_aval(j).ndim
+    return moveaxis(j, 0, nd - 1) if nd > 1 else j
+
+
+def _split_jac(jac, flat, in_tree, single, last):
+    """Per output leaf ``[*out, n]`` (or ``[n, *out]``) into per-input blocks ``[*out, *in]``."""
+    from minixla import lax
+    sizes = [int(np.prod(get_aval(x).shape, dtype=np.int64)) for x in flat]
+
+    def split(j):
+        shape = get_aval(j).shape
+        out_shape = shape[:-1] if last else shape[1:]
+        blocks, start = [], 0
+        for x, n in zip(flat, sizes):
+            ax = len(shape) - 1 if last else 0
+            lo, hi = [0] * len(shape), list(shape)
+            lo[ax], hi[ax] = start, start + n
+            b = lax.slice(j, lo, hi) if shape else j
+            in_shape = get_aval(x).shape
+            new = out_shape + in_shape if last else in_shape + out_shape
+            blocks.append(lax.reshape(b, new))
+            start += n
+        tree = tree_util.tree_unflatten(in_tree, [_leaf_out(b) for b in blocks])
+        return tree[0] if single else tree
+    return tree_util.tree_map(split, jac)
+
+
+def jacrev(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False):
+    """The Jacobian by reverse mode (``jax.jacrev``): ``vmap`` of the ``vjp`` over the output basis;
+    each output leaf gets shape ``out.shape + in.shape``."""
+    @_wraps(fun)
+    def jacfun(*args, **kwargs):
+        nums = _argnums_check(fun, argnums, len(args))
+        dyn = tuple(args[i] for i in nums)
+        for leaf in tree_util.tree_leaves(dyn):
+            _check_input_dtype(leaf, allow_int, "jacrev")
+
+        def f_dyn(*d):
+            full = list(args)
+            for i, v in zip(nums, d):
+                full[i] = v
+            return fun(*full, **kwargs)
+        res = vjp(f_dyn, *dyn, has_aux=has_aux)
+        y, pullback = res[0], res[1]
+        flat_y, y_tree = tree_util.tree_flatten(y)
+        basis, n = _std_basis(flat_y)
+        cts = vmap(lambda *ct: pullback(tree_util.tree_unflatten(y_tree, list(ct))))(*basis)
+        # cts: per input (tuple over argnums), leaves [n, *in]; regroup per output leaf
+        flat_in, in_tree = tree_util.tree_flatten(cts)
+        sizes = [int(np.prod(get_aval(x).shape, dtype=np.int64)) for x in flat_y]
+        from minixla import lax
+        per_out = []
+        start = 0
+        for yl, m in zip(flat_y, sizes):
+            blocks = []
+            for c in flat_in:
+                cshape = get_aval(c).shape
+                b = lax.slice(c, [start] + [0] * (len(cshape) - 1), list((start + m,) + cshape[1:]))
+                blocks.append(_leaf_out(lax.reshape(b, get_aval(yl).shape + cshape[1:])))
+            tree = tree_util.tree_unflatten(in_tree, blocks)
+            per_out.append(tree[0] if isinstance(argnums, int) else tree)
+            start += m
+        jac = tree_util.tree_unflatten(y_tree, per_out)
+        return (jac, res[2]) if has_aux else jac
+    return jacfun
+
+
+def hessian(fun, argnums=0, has_aux=False, holomorphic=False):
+    """``jacfwd(jacrev(fun))``, as ``jax.hessian``."""
+    return jacfwd(jacrev(fun, argnums, has_aux, holomorphic), argnums, has_aux, holomorphic)
+
+
+# ---------------------------------------------------------------------------------------
+# vmap.
+
+def _flatten_axes(what, tree, axes):
+    """``axes`` (an int, None, or a pytree prefix of ``tree``) broadcast to one entry per leaf."""
+    proxy = tree_util.tree_unflatten(tree, [object()] * tree.num_leaves)
+    out = []
+
+    def add(ax, sub):
+        out.extend([ax] * len(tree_util.tree_leaves(sub)))
+    try:
+        tree_util.tree_map(add, axes, proxy, is_leaf=lambda x: x is None)
+    except ValueError:
+        raise ValueError(f"{what} specification must be a tree prefix of the corresponding value, got "
+                         f"specification {axes} for value tree {tree}.") from None
+    return out
+
+
+def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None, spmd_axis_name=None):
+    """Vectorize ``fun`` over a leading (or ``in_axes``) axis, as ``jax.vmap``.
+
+    ``in_axes``: an int, None, or a tuple with one entry (int, None or a pytree prefix) per
+    positional argument; ``out_axes`` likewise for the output. ``axis_size`` is needed when no
+    argument is mapped. Raises ``ValueError`` (JAX's messages) for inconsistent sizes (each
+    argument's size listed), an axis out of range, or an ``in_axes`` of the wrong length.
+    """
+    if isinstance(in_axes, list):
+        in_axes = tuple(in_axes)
+
+    @_wraps(fun)
+    def vmap_f(*args, **kwargs):
+        if isinstance(in_axes, tuple) and len(in_axes) != len(args):
+            raise ValueError("vmap in_axes must be an int, None, or a tuple of entries corresponding to the "
+                             f"positional arguments passed to the function, but got len(in_axes)={len(in_axes)}, "
+                             f"len(args)={len(args)}")
+        flat, in_tree = tree_util.tree_flatten(args)
+        axes = _flatten_axes("vmap in_axes", in_tree, in_axes if isinstance(in_axes, tuple) else (in_axes,) * len(args)
+                             if args else in_axes)
+        # keyword arguments are mapped over their leading axis, as in JAX
+        kw_flat, kw_tree = tree_util.tree_flatten(kwargs)
+        n_pos = len(flat)
+        flat, axes = flat + kw_flat, axes + [0] * len(kw_flat)
+        sizes = []
+        for x, ax in zip(flat, axes):
+            if ax is None:
+                continue
+            shape = get_aval(x).shape
+            if not -len(shape) <= ax < len(shape):
+                raise ValueError(f"vmap was requested to map its argument along axis {ax}, which implies that "
+                                 f"its rank should be at least {(ax if ax >= 0 else -ax - 1) + 1}, but is only "
+                                 f"{len(shape)} (its shape is {shape})")
+            sizes.append(shape[ax % len(shape)])
+        if not sizes and axis_size is None:
+            raise ValueError("vmap must have at least one non-None value in in_axes or axis_size must be specified")
+        size = axis_size if axis_size is not None else sizes[0]
+        if any(s != size for s in sizes):
+            raise ValueError(_inconsistent_sizes(fun, args, in_tree, flat, axes))
+        trace = BatchTrace(size)
+        with new_trace(trace):
+            ins = [BatchTracer(trace, x, ax % get_aval(x).ndim) if ax is not None else x for x, ax in zip(flat, axes)]
+            out = fun(*tree_util.tree_unflatten(in_tree, ins[:n_pos]), **tree_util.tree_unflatten(kw_tree, ins[n_pos:]))
+            flat_out, out_tree = tree_util.tree_flatten(out)
+            pairs = [trace.lift(o) for o in flat_out]
+        oaxes = _flatten_axes("vmap out_axes", out_tree, out_axes)
+        res = []
+        for (v, d), oa in zip(pairs, oaxes):
+            res.append(_leaf_out(_move_out(v, d, oa, size)))
+        return tree_util.tree_unflatten(out_tree, res)
+    return vmap_f
+
+
+def _move_out(v, d, oa, size):
+    from minixla import lax
+    if oa is None:
+        if d is not None:
+            raise ValueError("vmap has mapped output but out_axes is None")
+        return v
+    nd = get_aval(v).ndim + (1 if d is None else 0)
+    if not -nd <= oa < nd:
+        raise ValueError(f"axis {oa} is out of bounds for array of dimension {nd}")
+    oa %= nd
+    if d is None:
+        shape = get_aval(v).shape
+        dims = tuple(i for i in range(nd) if i != oa)
+        return lax.broadcast_in_dim(v, shape[:oa] + (size,) + shape[oa:], dims)
+    return moveaxis(v, d, oa)
+
+
+def _inconsistent_sizes(fun, args, in_tree, flat, axes):
+    import inspect
+    try:
+        names = list(inspect.signature(fun).parameters)
+    except (TypeError, ValueError):
+        names = []
+    lines = ["vmap got inconsistent sizes for array axes to be mapped:"]
+    # which positional argument each leaf belongs to
+    owners = []
+    for i, a in enumerate(args):
+        owners += [i] * len(tree_util.tree_leaves(a))
+    for x, ax, i in zip(flat, axes, owners):
+        if ax is None:
+            continue
+        a = get_aval(x)
+        argname = f"argument {names[i]}" if i < len(names) else f"argument {i}"
+        lines.append(f"  * one axis had size {a.shape[ax]}: axis {ax} of {argname} of type "
+                     f"{a.dtype.name}{list(a.shape)};".replace(", ", ","))
+    lines[-1] = lines[-1].rstrip(";")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------
+# Misc.
+
+def stop_gradient(x):
+    """``x`` with no derivative, as ``jax.lax.stop_gradient``: the value of each leaf, with the
+    tangent dropped at every level of differentiation (batching is kept)."""
+    def stop(v):
+        if isinstance(v, ad.JVPTracer):
+            return stop(v.primal)
+        if isinstance(v, BatchTracer):
+            return BatchTracer(v._trace, stop(v.val), v.batch_dim)
+        return v
+    return tree_util.tree_map(stop, x)
+
+
+def eval_shape(fun, *args, **kwargs):
+    """The output's ``jax.ShapeDtypeStruct`` pytree, traced without computing anything (``jax.eval_shape``)."""
+    flat, in_tree = tree_util.tree_flatten((args, kwargs))
+    flat_fun, out_store = _flatten_fun_kw(fun, in_tree)
+    closed = trace_to_jaxpr(flat_fun, [get_aval(x) for x in flat])
+    outs = [jax.ShapeDtypeStruct(a.shape, a.dtype, weak_type=a.weak_type) for a in closed.out_avals]
+    return tree_util.tree_unflatten(out_store[0], outs)

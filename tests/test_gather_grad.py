@@ -1,0 +1,92 @@
+"""gather and scatter-add: jvp, vjp (clamped / dropped indices as minixla's gather and scatter
+define them: JAX's mode='clip' / mode='drop') and vmap against JAX, eager and jitted."""
+import jax
+import numpy as np
+import pytest
+
+import minixla
+from minixla import lax
+
+from ad_cases import MODES, as_np, assert_tree_close, run
+
+M = np.arange(12, dtype=np.float32).reshape(3, 4) / 7
+IDX = np.array([[2], [0], [5], [-3], [0]], np.int32)  # out of range ones are clamped / dropped
+GDN = (lax.GatherDimensionNumbers((1,), (0,), (0,)), jax.lax.GatherDimensionNumbers((1,), (0,), (0,)))
+SDN = (lax.ScatterDimensionNumbers((1,), (0,), (0,)), jax.lax.ScatterDimensionNumbers((1,), (0,), (0,)))
+
+
+def gather(L):
+    dn = GDN[0] if L is lax else GDN[1]
+    kw = {} if L is lax else {"mode": "clip"}
+    return lambda x: L.gather(x, IDX, dn, (1, 4), **kw) * x[0, 0]
+
+
+def scatter_add(L):
+    dn = SDN[0] if L is lax else SDN[1]
+    kw = {} if L is lax else {"mode": "drop"}
+    return lambda x, u: L.scatter_add(x, IDX, u, dn, **kw) * u[0, 0]
+
+
+U = np.linspace(-1, 1, 20).astype(np.float32).reshape(5, 4)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("fn,args", [(gather, (M,)), (scatter_add, (M, U))], ids=["gather", "scatter_add"])
+def test_gather_scatter_transformations_match_jax(fn, args, mode):
+    f, jf = fn(lax), fn(jax.lax)
+    tans = tuple(np.ones_like(a) * 0.5 for a in args)
+    y, pull = jax.vjp(jf, *args)
+    ct = np.cos(np.arange(y.size, dtype=np.float32)).reshape(y.shape)
+    want = as_np((jax.jvp(jf, args, tans), pull(ct)))
+
+    def ours(a, t, c):
+        return minixla.jvp(f, a, t), minixla.vjp(f, *a)[1](c)
+    assert_tree_close(run(mode, ours, args, tans, ct), want)
+    xs = tuple(np.stack([a, 2 * a]) for a in args)
+    assert_tree_close(run(mode, minixla.vmap(f), *xs), as_np(jax.vmap(jf)(*xs)))
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_vmap_gather_with_batched_indices(mode):
+    idx = np.array([[[1], [2]], [[0], [7]]], np.int32)  # per example, one clamped
+
+    def f(L, x, i):
+        dn = GDN[0] if L is lax else GDN[1]
+        kw = {} if L is lax else {"mode": "clip"}
+        return L.gather(x, i, dn, (1, 4), **kw)
+    xs = np.stack([M, -M])
+    for axes in [(None, 0), (0, 0)]:
+        a = xs if axes[0] == 0 else M
+        want = as_np(jax.vmap(lambda x, i: f(jax.lax, x, i), in_axes=axes)(a, idx))
+        assert_tree_close(run(mode, minixla.vmap(lambda x, i: f(lax, x, i), in_axes=axes), a, idx), want)
+
+
+def test_grad_through_numpy_indexing():
+    import jax.numpy as jnp
+    import minixla.numpy as mnp
+    labels = np.array([2, 0, 1], np.int32)
+    logits = np.linspace(-1, 1, 12).astype(np.float32).reshape(3, 4)
+
+    def xent(np_, z):
+        lse = np_.log(np_.sum(np_.exp(z), axis=1))
+        return np_.mean(lse - z[np_.arange(3), labels])
+    want = as_np(jax.grad(lambda z: xent(jnp, z))(logits))
+    for mode in MODES:
+        assert_tree_close(run(mode, minixla.grad(lambda z: xent(mnp, z)), logits), want)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("name", ["scatter", "scatter_add", "scatter_mul", "scatter_min", "scatter_max"])
+def test_vmap_scatter_family(name, mode):
+    idx = np.array([[[1], [2]], [[0], [7]]], np.int32)
+    upd = np.stack([U[:2], -U[2:4]])
+
+    def f(L, x, i, u):
+        dn = SDN[0] if L is lax else SDN[1]
+        kw = {} if L is lax else {"mode": "drop"}
+        return getattr(L, name)(x, i, u, dn, **kw)
+    xs = np.stack([M, -M])
+    for axes in [(0, None, 0), (None, 0, 0), (0, 0, None)]:
+        args = (xs if axes[0] == 0 else M, idx if axes[1] == 0 else idx[0], upd if axes[2] == 0 else upd[0])
+        want = as_np(jax.vmap(lambda *a: f(jax.lax, *a), in_axes=axes)(*args))
+        assert_tree_close(run(mode, minixla.vmap(lambda *a: f(lax, *a), in_axes=axes), *args), want)

@@ -1,0 +1,114 @@
+"""minixla.vmap against jax.vmap: every covered primitive with several in_axes, eagerly and
+under jit on both backends; out_axes, axis_size, pytrees, nesting; JAX's errors."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import minixla
+import minixla.numpy as mnp
+from minixla import lax
+
+from ad_cases import CASES, IDS, MODES, as_np, assert_tree_close, run
+
+B = 3
+
+
+def batched(args, axes, seed=5):
+    r = np.random.default_rng(seed)
+    out = []
+    for a, ax in zip(args, axes):
+        a = np.asarray(a)
+        if ax is None:
+            out.append(a)
+            continue
+        stack = [a] + [(a * r.uniform(0.5, 1.5, a.shape)).astype(a.dtype) for _ in range(B - 1)]
+        out.append(np.stack(stack, axis=ax))
+    return tuple(out)
+
+
+def axes_variants(args):
+    n = len(args)
+    yield (0,) * n
+    last = tuple(np.ndim(a) for a in args)  # the new axis after every example dim
+    yield last
+    if n > 1:
+        yield (0,) + (None,) * (n - 1)
+        yield (None,) * (n - 1) + (np.ndim(args[-1]),)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("name,fn,args", CASES, ids=IDS)
+def test_vmap_matches_jax(name, fn, args, mode):
+    f, jf = fn(lax), fn(jax.lax)
+    for axes in axes_variants(args):
+        xs = batched(args, axes)
+        want = as_np(jax.vmap(jf, in_axes=axes)(*xs))
+        got = run(mode, minixla.vmap(f, in_axes=axes), *xs)
+        assert_tree_close(got, want)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_vmap_out_axes_axis_size_pytrees(mode):
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    f = lambda d, c: {"s": d["a"] * c, "t": (d["a"] + 1.0, c)}  # noqa: E731
+    args = ({"a": x}, np.float32(2.0))
+    want = as_np(jax.vmap(f, in_axes=({"a": 1}, None), out_axes={"s": 0, "t": (1, None)})(*args))
+    got = run(mode, minixla.vmap(f, in_axes=({"a": 1}, None), out_axes={"s": 0, "t": (1, None)}), *args)
+    assert_tree_close(got, want)
+    want = as_np(jax.vmap(lambda c: c * 2.0, in_axes=None, axis_size=4)(np.float32(1.5)))
+    got = run(mode, minixla.vmap(lambda c: c * 2.0, in_axes=None, axis_size=4), np.float32(1.5))
+    assert_tree_close(got, want)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_vmap_nesting_and_per_example_gradients(mode):
+    r = np.random.default_rng(0)
+    w = r.normal(size=(4, 2)).astype(np.float32)
+    xs, ys = r.normal(size=(6, 4)).astype(np.float32), r.normal(size=(6, 2)).astype(np.float32)
+    loss = lambda np_, w, x, y: np_.sum((np_.tanh(x @ w) - y) ** 2)  # noqa: E731
+    want = as_np(jax.vmap(jax.grad(lambda w, x, y: loss(jnp, w, x, y)), in_axes=(None, 0, 0))(w, xs, ys))
+    got = run(mode, minixla.vmap(minixla.grad(lambda w, x, y: loss(mnp, w, x, y)), in_axes=(None, 0, 0)),
+              w, xs, ys)
+    assert_tree_close(got, want, rtol=1e-4, atol=1e-5)
+    m = r.normal(size=(2, 3, 4)).astype(np.float32)
+    f = lambda a: mnp.sum(a * a) + a[0]  # noqa: E731
+    jfn = lambda a: jnp.sum(a * a) + a[0]  # noqa: E731
+    assert_tree_close(run(mode, minixla.vmap(minixla.vmap(f)), m), as_np(jax.vmap(jax.vmap(jfn))(m)))
+    assert_tree_close(run(mode, minixla.vmap(minixla.jit(f), in_axes=1), m), as_np(jax.vmap(jfn, in_axes=1)(m)))
+
+
+def test_vmap_errors_match_jax():
+    def check(ours, theirs):
+        with pytest.raises(ValueError) as want:
+            theirs()
+        with pytest.raises(ValueError) as got:
+            ours()
+        assert str(got.value) == str(want.value)
+    add = lambda x, y: x + y  # noqa: E731
+    a2, a3 = np.ones(2, np.float32), np.ones(3, np.float32)
+    check(lambda: minixla.vmap(add)(a2, a3), lambda: jax.vmap(add)(a2, a3))
+    check(lambda: minixla.vmap(add, in_axes=(0, 1))(a3, a3), lambda: jax.vmap(add, in_axes=(0, 1))(a3, a3))
+    check(lambda: minixla.vmap(add, in_axes=(0, 0, 0))(a3, a3), lambda: jax.vmap(add, in_axes=(0, 0, 0))(a3, a3))
+    check(lambda: minixla.vmap(lambda x: x, in_axes=None)(a3), lambda: jax.vmap(lambda x: x, in_axes=None)(a3))
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_vmap_dynamic_slice_with_batched_indices(mode):
+    x = np.arange(20, dtype=np.float32).reshape(4, 5)
+    ks = np.array([0, 2, 9, -7], np.int32)  # clamped like lax.dynamic_slice
+    f = lambda L: (lambda x, k: L.dynamic_slice(x, (k, np.int32(1)), (2, 3)))  # noqa: E731
+    g = lambda L: (lambda x, u, k: L.dynamic_update_slice(x, u, (np.int32(1), k)))  # noqa: E731
+    u = np.ones((2, 3), np.float32)
+    for axes in [(None, 0), (0, 0)]:
+        xs = x if axes[0] is None else np.stack([x + i for i in range(4)])
+        want = as_np(jax.vmap(f(jax.lax), in_axes=axes)(xs, ks))
+        assert_tree_close(run(mode, minixla.vmap(f(lax), in_axes=axes), xs, ks), want)
+        want = as_np(jax.vmap(g(jax.lax), in_axes=axes[:1] + (None,) + axes[1:])(xs, u, ks))
+        assert_tree_close(run(mode, minixla.vmap(g(lax), in_axes=axes[:1] + (None,) + axes[1:]), xs, u, ks), want)
+
+
+def test_vmap_maps_keyword_arguments_over_axis_0_like_jax():
+    x, y = np.arange(6, dtype=np.float32).reshape(2, 3), np.ones((2, 3), np.float32)
+    f = lambda a, *, b: a * b + 1.0  # noqa: E731
+    assert_tree_close(minixla.vmap(f, in_axes=1)(x.T, b=y), as_np(jax.vmap(f, in_axes=1)(x.T, b=y)))
