@@ -57,27 +57,56 @@ for k in compiled.kernels():
     print(f"  {k['name']:<12} {k['kind']:<8} {' '.join(k['opcodes'])}")
 print(f"bytes moved: {kernel_traffic(lowered.hlo_module):,} before, {kernel_traffic(compiled.hlo_module):,} after")
 
+# %%
+assert compiled.kernels_unfused > 1
+(kernel,) = compiled.kernels()  # one kernel ...
+assert kernel["kind"] == "kInput" and {"reduce", "exponential", "divide"} <= set(kernel["opcodes"])
+assert kernel_traffic(compiled.hlo_module) == 2 * x.nbytes  # ... reading x once, writing the result once
+assert kernel_traffic(lowered.hlo_module) > 2 * x.nbytes
+
 # %% [markdown]
 # One kernel: a **row fusion** (rule 8, kind kInput). Both reductions reduce the row (the
 # minor dim) and are only broadcast back along it, so the kernel takes one row at a time:
 # the maximum into a register, then `sum(exp(x - max))`, then `exp(x - max) / sum` into the
 # output. A 4 KiB row comes from DRAM once; the later passes re-read it from L1.
 #
-# Rows longer than the cache budget (32 KiB) get rules 1-7's plan, three kernels:
-#
-# 1. `reduce` — the row maximum.
-# 2. a **kInput** fusion — `sum(exp(x - max))`: the reduction reads its operand expression
-#    element by element, so `exp(x - max)` is never written to memory.
-# 3. a **kLoop** fusion — `exp(x - max) / sum`: one loop over the output.
-#
-# There `exp(x - max)` is computed *twice*, once in each fusion: storing it would cost a write
-# and a read; recomputing costs one `exp` per element. The decisions and the rules behind them
-# are in the **fusion log**:
+# The decisions and the rules behind them are in the **fusion log**, one line per
+# producer/consumer pair:
 
 # %%
 for d in compiled.fusion_log:
     if d.producer.startswith(("exponential", "subtract", "reduce")):
         print(d)
+
+# %%
+assert any("rule 8" in d.reason for d in compiled.fusion_log if d.producer.startswith("reduce"))
+
+# %% [markdown]
+# Rows longer than the cache budget (32 KiB: here 16,384 floats = 64 KiB) get rules 1-7's plan,
+# three kernels:
+#
+# 1. `reduce` — the row maximum.
+# 2. a **kInput** fusion — `sum(exp(x - max))`: the reduction reads its operand expression
+#    element by element, so `exp(x - max)` is never written to memory.
+# 3. a **kLoop** fusion — `exp(x - max) / sum`: one loop over the output.
+
+# %%
+x_long = np.random.default_rng(0).standard_normal((16, 16384)).astype(np.float32)
+long_rows = minixla.jit(softmax).lower(x_long).compile()
+for k in long_rows.kernels():
+    print(f"  {k['name']:<12} {k['kind']:<8} {' '.join(k['opcodes'])}")
+
+# %%
+kinds = [k["kind"] for k in long_rows.kernels()]
+assert kinds == ["reduce", "kInput", "kLoop"]
+assert all("exponential" in k["opcodes"] for k in long_rows.kernels()[1:])  # exp in both fusions
+
+# %% [markdown]
+# `exp(x - max)` is computed *twice*, once in each fusion: storing it would cost a write
+# and a read; recomputing costs one `exp` per element. The log names the rule (4) for the copy:
+
+# %%
+print(next(d for d in long_rows.fusion_log if d.producer.startswith("exponential") and "rule 4" in d.reason))
 
 # %% [markdown]
 # The pictures say the same: each fusion is a box holding the instructions of its kernel
@@ -106,7 +135,12 @@ def block(x, w, b, r):
 
 args = (np.ones((2, 8, 8, 4), np.float32), np.ones((3, 3, 4, 8), np.float32),
         np.ones(8, np.float32), np.ones((2, 8, 8, 8), np.float32))
-print(minixla.jit(block).lower(*args).compile().kernels())
+block_kernels = minixla.jit(block).lower(*args).compile().kernels()
+print(block_kernels)
+
+# %%
+assert len(block_kernels) == 1 and block_kernels[0]["kind"] == "kOutput"
+assert {"convolution", "add", "maximum", "minimum"} <= set(block_kernels[0]["opcodes"])
 
 # %% [markdown]
 # **Reductions take an epilogue, never a broadcast.** `sqrt(mean(d*d) + eps)` finishes each
@@ -128,12 +162,22 @@ ln = minixla.jit(layernorm).lower(x, g, b).compile()
 for k in ln.kernels():
     print(f"  {k['kind']:<8} {' '.join(o for o in k['opcodes'] if o != 'constant')}")
 
+# %%
+assert [k["kind"] for k in ln.kernels()] == ["kInput"]  # layernorm: one kernel
+
 # %% [markdown]
 # **Never a cycle.** A producer can be *moved* into a fusion only if all its users are inside.
 # In the three-kernel softmax, `exp` also feeds the sum that the final divide reads: moving `exp` into the divide's
 # fusion would make the sum read the fusion and the fusion read the sum. The pass checks this
-# with networkx reachability and says so — then duplicates instead (rule 4).
-#
+# with networkx reachability and says so — then duplicates instead (rule 4):
+
+# %%
+cycle = [d for d in long_rows.fusion_log if d.producer.startswith("exponential") and "cycle" in d.reason]
+print(cycle[0])
+assert cycle and all(d.fused and "rule 4" in d.reason for d in cycle)
+
+# %% [markdown]
+
 # **Expensive work is not recomputed per copy.** An `exp` under a broadcast that expands it
 # would be recomputed for every copy, so it is stored instead:
 
@@ -141,6 +185,9 @@ for k in ln.kernels():
 c = minixla.jit(lambda v: mnp.broadcast_to(mnp.exp(v), (64, 8)) * 2.0).lower(np.ones(8, np.float32)).compile()
 print([k["kind"] for k in c.kernels()])
 print(next(d for d in c.fusion_log if "per copy" in d.reason))
+
+# %%
+assert [k["kind"] for k in c.kernels()] == ["exponential", "kLoop"]  # exp stored, not recomputed
 
 # %% [markdown]
 # ## 3. Buffer assignment
@@ -153,29 +200,42 @@ print(next(d for d in c.fusion_log if "per copy" in d.reason))
 
 # %%
 print(compiled.buffer_assignment)
+print(long_rows.buffer_assignment)
 
 # %% [markdown]
-# The row-fused softmax has no temporaries at all (the three-kernel plan stores two row
-# vectors, max and sum). `memory_analysis()`
-# mirrors JAX's; let's put XLA's next to it:
+# The row-fused softmax has no temporaries at all; the three-kernel plan stores two row
+# vectors (16 floats each, one per row: the max and the sum's reciprocal).
+
+# %%
+assert compiled.buffer_assignment.arena_size == 0
+assert [lr.size for lr in long_rows.buffer_assignment.live_ranges] == [16 * 4, 16 * 4]
+
+# %% [markdown]
+# `memory_analysis()` mirrors JAX's; let's put XLA's next to it:
 
 # %%
 ours = compiled.memory_analysis()
 xla = jax.jit(lambda x: softmax(x, np=jnp)).lower(x).compile().memory_analysis()
 print(ours)
-print("XLA temp_size_in_bytes:", xla.temp_size_in_bytes)
+print("XLA temp_size_in_bytes:", xla.temp_size_in_bytes, f"= {xla.temp_size_in_bytes // (512 * 4)} vector(s) of 512 floats")
+
+# %%
+assert ours.temp_size_in_bytes == 0
+assert xla.temp_size_in_bytes >= 512 * 4
 
 # %% [markdown]
-# XLA:CPU keeps `exp(x - max)` in the *output* buffer and normalizes it in place, so it needs
-# one row vector less; we recompute the `exp` instead, at the price of that one row vector.
+# XLA:CPU stores at least one vector with an element per row (a row statistic, 2,048 B here)
+# between its kernels; minixla's row kernel keeps both statistics in registers and needs no
+# temporary at all.
 #
-# **In place.** Here `h = x @ w1` has two users (a row sum and `tanh`), so it is stored; the
-# elementwise kernel that reads it last writes its result over it:
+# **In place.** Here `h = x @ w1` has two users (the product `h @ w2` and `tanh`), so it is
+# stored; the elementwise kernel `tanh(h) * 2`, which reads it last, writes its result over it:
 
 # %%
 def scores(x, w1, w2):
     h = x @ w1
-    return (mnp.tanh(h) * mnp.sum(h, axis=1, keepdims=True)) @ w2
+    s = h @ w2
+    return (mnp.tanh(h) * 2.0) @ w2 + s
 
 
 rng = np.random.default_rng(1)
@@ -183,6 +243,12 @@ a = [rng.standard_normal(s).astype(np.float32) for s in [(256, 64), (64, 256), (
 sc = minixla.jit(scores).lower(*a).compile()
 print(sc.buffer_assignment)
 print(sc.memory_analysis())
+
+# %%
+ba = sc.buffer_assignment
+(h_buffer,) = [lr for lr in ba.live_ranges if len(lr.values) == 2]   # one buffer holds two values:
+assert h_buffer.definer.opcode == "dot" and h_buffer.values[1].attrs["kind"] == "kLoop"  # h, then tanh(h)*2
+assert ba.arena_size < ba.naive_bytes
 
 # %% [markdown]
 # The live-bytes curve shows how memory use evolves step by step (arguments always count; the
@@ -210,6 +276,9 @@ xs, gs = np.ones(4, np.float32), np.arange(4, dtype=np.float32)
 c = step.lower(xs, gs).compile()
 print(c.memory_analysis().alias_size_in_bytes, "bytes aliased")
 print(step(xs, gs))
+
+# %%
+assert c.memory_analysis().alias_size_in_bytes == xs.nbytes
 
 # %% [markdown]
 # `python -m benchmarks.memory` prints these figures for the digits CNN, an MLP, softmax,
