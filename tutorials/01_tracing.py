@@ -24,6 +24,8 @@
 # ```
 #
 # This notebook follows one small function through the first two arrows.
+#
+# *Mirrors* JAX's `jax/_src/core.py` (tracers, avals, `Jaxpr`) and `jax.make_jaxpr`.
 
 # %%
 import numpy as np
@@ -170,6 +172,27 @@ out = compiled(w, b, x)
 expected = jnp.maximum(x @ w + b, 0.0)
 print(out.shape, out.dtype, float(np.max(np.abs(out - np.asarray(expected)))))
 assert np.allclose(out, expected)
+
+# %% [markdown]
+# ## Exercise: a jaxpr interpreter
+#
+# A jaxpr is a program, so it can be run. Write `eval_jaxpr(closed_jaxpr, *args)` in
+# `tutorials/exercises/ch01_eval_jaxpr.py` (the docstring there says what you need: an
+# environment from variables to values, literals, and `primitive.bind` on arrays). Check it with
+#
+# ```
+# MINIXLA_EXERCISES=student python -m pytest tests/exercises/test_ch01_eval_jaxpr.py
+# ```
+#
+# which compares it with JAX on five functions. The cell below runs your version once it exists.
+
+# %%
+from exercises import ch01_eval_jaxpr
+
+try:
+    print(ch01_eval_jaxpr.eval_jaxpr(jaxpr, w, b, x)[0][:2])
+except NotImplementedError as e:
+    print("not written yet:", e)
 
 # %% [markdown]
 # Next, tutorial 02 looks at HLO itself: its text format, the parser, the verifier and the
