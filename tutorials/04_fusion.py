@@ -40,7 +40,6 @@ from minixla import lax
 from minixla.memory import kernel_traffic
 
 
-
 def softmax(x, np=mnp):
     e = np.exp(x - np.max(x, axis=1, keepdims=True))
     return e / np.sum(e, axis=1, keepdims=True)
@@ -63,7 +62,9 @@ for k in compiled.kernels():
 print(f"bytes moved: {kernel_traffic(lowered.hlo_module):,} before, {kernel_traffic(compiled.hlo_module):,} after")
 
 # %%
-assert compiled.kernels_unfused > 1
+lowered_ops = [i.opcode for i in lowered.hlo_module.entry.instructions]
+assert "reshape" in lowered_ops  # reshapes are there, but launch no kernel:
+assert compiled.kernels_unfused == sum(op not in ("parameter", "constant", "reshape") for op in lowered_ops)
 (kernel,) = compiled.kernels()  # one kernel ...
 assert kernel["kind"] == "kInput" and {"reduce", "exponential", "divide"} <= set(kernel["opcodes"])
 assert kernel_traffic(compiled.hlo_module) == 2 * x.nbytes  # ... reading x once, writing the result once
@@ -114,13 +115,49 @@ assert all("exponential" in k["opcodes"] for k in long_rows.kernels()[1:])  # ex
 print(next(d for d in long_rows.fusion_log if d.producer.startswith("exponential") and "rule 4" in d.reason))
 
 # %% [markdown]
-# The pictures say the same: each fusion is a box holding the instructions of its kernel
-# (blue kLoop, orange kInput, green kOutput). In a notebook `compiled.graph()` draws itself
-# (with Graphviz's `dot` installed; otherwise it shows the DOT text, which any Graphviz viewer
-# renders).
+# The pictures say the same. `compiled.graph()` draws every instruction, each fusion a box
+# holding the instructions of its kernel (blue kLoop, orange kInput, green kOutput); in a
+# notebook it shows itself as a picture when Graphviz's `dot` is installed, and as its DOT text
+# otherwise (any Graphviz viewer renders it). Here is its start:
 
 # %%
-compiled.graph()
+print("\n".join(compiled.graph().source.splitlines()[:8]))
+
+# %% [markdown]
+# Without Graphviz, networkx and matplotlib draw the kernel graph of the two plans: one node per
+# kernel of the entry computation, an edge where a kernel reads another's output.
+
+# %%
+import matplotlib.pyplot as plt
+import networkx as nx
+
+COLORS = {"kLoop": "#bbdefb", "kInput": "#ffe0b2", "kOutput": "#c8e6c9", "parameter": "#eeeeee"}
+
+
+def draw_kernels(c, ax, title):
+    g = c.hlo_module.entry.graph()
+    keep = [i for i in g if i.opcode not in ("constant", "tuple")]
+    g = g.subgraph(keep)
+    pos = {}
+    for depth, layer in enumerate(nx.topological_generations(g)):
+        for k, i in enumerate(layer):
+            pos[i] = (k - (len(layer) - 1) / 2 + 0.35 * (depth % 2), -depth)
+    kind = {i: i.attrs.get("kind", i.opcode) for i in g}
+    nx.draw_networkx(g, pos, ax=ax, node_shape="s", node_size=2000, font_size=8,
+                     labels={i: f"{kind[i]}\n%{i.name}" for i in g},
+                     node_color=[COLORS.get(kind[i], "#f5f5f5") for i in g], arrowsize=12)
+    ax.set_title(title, fontsize=9)
+    ax.margins(x=0.5, y=0.15)
+    ax.axis("off")
+
+
+fig, axes = plt.subplots(1, 2, figsize=(7, 5))
+draw_kernels(compiled, axes[0], "rows of 4 KiB: one row kernel")
+draw_kernels(long_rows, axes[1], "rows of 64 KiB: three kernels")
+fig.tight_layout()
+
+# %%
+assert compiled.graph().source.startswith("digraph")
 
 # %% [markdown]
 # ## 2. The rules

@@ -104,7 +104,50 @@ assert h_buffer.definer.opcode == "dot" and h_buffer.values[1].attrs["kind"] == 
 assert ba.arena_size < ba.naive_bytes
 
 # %% [markdown]
-# ## 4. The live-bytes curve
+# ## 4. The heap simulator
+#
+# In a chain of layers each activation dies once the next layer has read it. Three
+# temporaries of 128 KiB, but never more than two alive at once: the heap simulator puts the
+# third at the first one's offset. Drawn as XLA's heap-simulator pictures are, one rectangle per
+# buffer, its live range along the schedule and its bytes in the arena:
+
+# %%
+def mlp(x, w1, w2, w3, w4):
+    h1 = mnp.tanh(x @ w1)
+    h2 = mnp.tanh(h1 @ w2)
+    h3 = mnp.tanh(h2 @ w3)
+    return h3 @ w4
+
+
+rng = np.random.default_rng(0)
+shapes = [(128, 64), (64, 256), (256, 256), (256, 256), (256, 10)]
+layers = minixla.jit(mlp).lower(*[rng.standard_normal(s).astype(np.float32) for s in shapes]).compile()
+print(layers.buffer_assignment)
+
+import matplotlib.patches as patches
+import matplotlib.pyplot as plt
+
+fig, ax = plt.subplots(figsize=(6, 2.8))
+for k, lr in enumerate(layers.buffer_assignment.live_ranges):
+    ax.add_patch(patches.Rectangle((lr.start - 0.45, lr.offset / 1024), lr.end - lr.start + 0.9, lr.size / 1024,
+                                   facecolor="#bbdefb", edgecolor="#1565c0"))
+    ax.text((lr.start + lr.end) / 2, (lr.offset + lr.size / 2) / 1024, f"h{k + 1}: %{lr.definer.name}", ha="center",
+            va="center", fontsize=8)
+ax.set_xlim(min(lr.start for lr in layers.buffer_assignment.live_ranges) - 1, len(layers.buffer_assignment.schedule))
+ax.set_ylim(0, layers.buffer_assignment.arena_size / 1024 * 1.1)
+ax.set_xlabel("schedule step")
+ax.set_ylabel("arena offset (KiB)")
+ax.set_title(f"arena {layers.buffer_assignment.arena_size // 1024} KiB for "
+             f"{layers.buffer_assignment.naive_bytes // 1024} KiB of temporaries")
+fig.tight_layout()
+
+# %%
+h1, h2, h3 = layers.buffer_assignment.live_ranges
+assert h1.end <= h3.start and h3.offset == h1.offset        # disjoint lifetimes, same bytes
+assert layers.buffer_assignment.arena_size == 2 * h1.size == 2 * layers.buffer_assignment.naive_bytes // 3
+
+# %% [markdown]
+# ## 5. The live-bytes curve
 #
 # The curve shows how memory use evolves step by step (arguments always count; the
 # peak is what the best possible placement would need):
@@ -121,7 +164,7 @@ plt.title("scores: live bytes per step")
 plt.tight_layout()
 
 # %% [markdown]
-# ## 5. Donation
+# ## 6. Donation
 #
 # As with `jax.jit(f, donate_argnums=...)`, a donated argument's buffer may be
 # reused: here the output is computed in place of `x` and returned in its memory
@@ -141,7 +184,7 @@ assert c.memory_analysis().alias_size_in_bytes == xs.nbytes
 # `python -m benchmarks.memory` prints these figures for the digits CNN, an MLP, softmax,
 # layernorm, Conv+Bias+ReLU and attention, next to XLA's.
 #
-# ## 6. Exercise: live ranges
+# ## 7. Exercise: live ranges
 #
 # Write `live_ranges(module)` in `tutorials/exercises/ch05_live_ranges.py`: for every value of
 # the entry computation that needs a buffer (not a parameter, a constant, a tuple or a
