@@ -24,6 +24,8 @@
 # ```
 #
 # This notebook follows one small function through the first two arrows.
+#
+# *Mirrors* JAX's `jax/_src/core.py` (tracers, avals, `Jaxpr`) and `jax.make_jaxpr`.
 
 # %%
 import numpy as np
@@ -54,6 +56,10 @@ from minixla.core import get_aval
 print(get_aval(x))      # an array: strong f32
 print(get_aval(0.0))    # a Python float: weak f32
 
+# %%
+assert (get_aval(x).shape, get_aval(x).dtype, get_aval(x).weak_type) == ((8, 3), np.float32, False)
+assert get_aval(0.0).dtype == np.float32 and get_aval(0.0).weak_type
+
 # %% [markdown]
 # ## 2. Tracing records a jaxpr
 #
@@ -66,6 +72,11 @@ print(get_aval(0.0))    # a Python float: weak f32
 jaxpr = minixla.make_jaxpr(predict)(w, b, x)
 print(jaxpr)
 
+# %%
+prims = [e.primitive.name for e in jaxpr.eqns]
+assert prims == ["dot_general", "broadcast_in_dim", "add", "max"]
+assert "0.0:f32[]" in str(jaxpr)  # the weak literal took the array's dtype
+
 # %% [markdown]
 # Every variable has a type, every equation names its primitive and its static parameters.
 # That is all a compiler needs. The equations are plain Python objects:
@@ -73,6 +84,15 @@ print(jaxpr)
 # %%
 for eqn in jaxpr.eqns:
     print(eqn.primitive.name, [str(v.aval.str_short()) for v in eqn.outvars], "from line", eqn.source_info.lineno)
+
+# %% [markdown]
+# Each equation remembers the source line of `predict` that created it (the `return` line):
+
+# %%
+import inspect
+
+return_line = inspect.getsourcelines(predict)[1] + 1
+assert all(eqn.source_info.lineno == return_line for eqn in jaxpr.eqns)
 
 # %% [markdown]
 # ## 3. What tracing cannot see
@@ -93,12 +113,20 @@ except minixla.errors.TracerBoolConversionError as e:
     lines = str(e).splitlines()
     print(type(e).__name__, ":", lines[0])
     print(next(line for line in lines if line.strip().startswith("at:")))
+    error = e
+
+# %%
+assert "(relu_with_if)" in str(error)  # the error names the user's function and line
 
 # %% [markdown]
 # The fix is to make the choice part of the program, with `where` (a `select_n` primitive):
 
 # %%
-print(minixla.make_jaxpr(lambda x: mnp.where(x > 0, x, 0.0 * x))(np.float32(1.0)))
+where_jaxpr = minixla.make_jaxpr(lambda x: mnp.where(x > 0, x, 0.0 * x))(np.float32(1.0))
+print(where_jaxpr)
+
+# %%
+assert "select_n" in [e.primitive.name for e in where_jaxpr.eqns]
 
 # %% [markdown]
 # ## 4. Lowering to HLO
@@ -112,6 +140,11 @@ print(minixla.make_jaxpr(lambda x: mnp.where(x > 0, x, 0.0 * x))(np.float32(1.0)
 lowered = minixla.jit(predict).lower(w, b, x)
 print(lowered.as_text())
 
+# %%
+hlo = lowered.as_text()
+assert "f32[] constant(0.0)" in hlo and "broadcast(%constant" in hlo  # the scalar, made explicit
+assert "f32[8,4]{1,0}" in hlo  # row-major layout
+
 # %% [markdown]
 # ## 5. A first look at optimization
 #
@@ -123,6 +156,11 @@ print(lowered.as_text())
 compiled = lowered.compile()
 print(compiled.as_text())
 print(compiled.kernels())
+
+# %%
+kernels = compiled.kernels()
+assert len(kernels) == 1 and kernels[0]["kind"] == "kOutput"
+assert {"dot", "add", "maximum"} <= set(kernels[0]["opcodes"])
 
 # %% [markdown]
 # The compiled object is callable, and its answer matches JAX's:
@@ -136,4 +174,26 @@ print(out.shape, out.dtype, float(np.max(np.abs(out - np.asarray(expected)))))
 assert np.allclose(out, expected)
 
 # %% [markdown]
-# Next tutorials look inside the passes (fusion, buffer assignment) and the LLVM backend.
+# ## Exercise: a jaxpr interpreter
+#
+# A jaxpr is a program, so it can be run. Write `eval_jaxpr(closed_jaxpr, *args)` in
+# `tutorials/exercises/ch01_eval_jaxpr.py` (the docstring there says what you need: an
+# environment from variables to values, literals, and `primitive.bind` on arrays). Check it with
+#
+# ```
+# MINIXLA_EXERCISES=student python -m pytest tests/exercises/test_ch01_eval_jaxpr.py
+# ```
+#
+# which compares it with JAX on five functions. The cell below runs your version once it exists.
+
+# %%
+from exercises import ch01_eval_jaxpr
+
+try:
+    print(ch01_eval_jaxpr.eval_jaxpr(jaxpr, w, b, x)[0][:2])
+except NotImplementedError as e:
+    print("not written yet:", e)
+
+# %% [markdown]
+# Next, tutorial 02 looks at HLO itself: its text format, the parser, the verifier and the
+# evaluator. Tutorials 03-05 follow the passes (simplification, fusion, buffer assignment).
