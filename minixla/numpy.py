@@ -55,7 +55,8 @@ def _cast(x, dtype, weak=False):
         if isinstance(x, int) and dtype.kind in "iu" and np.iinfo(dtype).min <= x <= np.iinfo(dtype).max:
             arr = np.asarray(x, dtype)  # (exact: e.g. a constant iinfo(uint32).max, beyond int32)
         elif _is_python_scalar(x):
-            arr = np.asarray(x, get_aval(x).dtype)
+            with np.errstate(over="ignore"):  # (1e40 -> float32 inf, as in JAX)
+                arr = np.asarray(x, get_aval(x).dtype)
         else:
             arr = np.asarray(x.value if isinstance(x, WeakScalar) else x)
         if arr.dtype != dtype:
@@ -1744,6 +1745,11 @@ def _scatter_static(x, idx, values, scatter_fn):
     # As jax.numpy: the update is computed in the promoted dtype of x and the values, and the
     # result converted back to x's dtype (uint8 x.at[i].min(-1.5) is 0, bool .min(-1.5) is True).
     x_out_dtype = aval.dtype
+    if isinstance(values, int) and aval.dtype.kind in "iu" and (
+            np.iinfo(aval.dtype).min <= values <= np.iinfo(aval.dtype).max):
+        # (JAX converts a Python int that fits x's dtype straight to it here, without the
+        # default-int OverflowError of arithmetic: uint32 x.at[0].set(2**31) is exact)
+        values = _cast(values, aval.dtype, weak=True)
     x, values = _promote_dtypes(x, _arr(values))
     x = asarray(x) if not isinstance(x, Tracer) else x
     dt = get_aval(x).dtype
