@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 
 from minixla.core import errors
-from minixla.core.avals import ShapedArray, canonicalize_dtype, get_aval
+from minixla.core.avals import ShapedArray, WeakScalar, canonicalize_dtype, get_aval
 from minixla.core.avals import canonicalize_shape
 from minixla.core.primitive import Primitive, impl_rules, shape_rules
 from minixla.core.tracing import Tracer
@@ -375,11 +375,25 @@ conv_general_dilated_p = _std_prim("conv_general_dilated", _conv_rule, impl=_con
 # User-facing functions (the ``jax.lax`` API).
 
 def _scalar_like(x, like):
-    """A Python scalar combined with an array takes the array's dtype (JAX's weak typing)."""
+    """A Python scalar combined with an array takes the array's dtype (JAX's weak typing).
+
+    A Python int must fit the default int (OverflowError otherwise, as ``jax.lax.add(x, 2**40)``)
+    and the array's integer dtype: ``jax.lax`` does not promote, so ``lax.add(uint8_array, 300)``
+    is a TypeError in JAX; here an int that fits is accepted and one that does not is a
+    DTypeError, never wrapped silently (``minixla.numpy.add`` wraps it, as ``jnp.add``)."""
     if isinstance(x, (bool, int, float)) and not isinstance(x, np.generic):
+        own = get_aval(x).dtype  # (raises ScalarOverflowError for an int beyond the default int)
         dtype = get_aval(like).dtype if like is not None and not isinstance(
-            like, (bool, int, float)) else get_aval(x).dtype
-        return np.asarray(x, dtype)[()]
+            like, (bool, int, float)) else own
+        if isinstance(x, int) and not isinstance(x, bool) and dtype.kind in "iu" and not (
+                np.iinfo(dtype).min <= x <= np.iinfo(dtype).max):
+            raise errors.DTypeError(
+                f"{errors.api_name() or 'a jax.lax op'} requires arguments to have the same dtypes, "
+                f"got {dtype.name} and the Python int {x}, which does not fit {dtype.name} "
+                f"(minixla.numpy's functions promote and wrap it as jax.numpy's do)\n"
+                f"  at: {errors.user_source_line()}")
+        with np.errstate(over="ignore"):  # (a float beyond the dtype's range rounds to inf)
+            return np.asarray(np.asarray(x, own), dtype)[()]
     return x
 
 
@@ -1070,6 +1084,9 @@ def full(shape, fill_value, dtype=None):
     staged (a ``broadcast_in_dim`` of the scalar), so the result is a tracer like any other
     value of the traced function; outside, a numpy array."""
     from minixla.core.tracing import current_jaxpr_trace
+    # As jax.lax.full: weakly typed when the dtype comes from a Python scalar (``full(2, 1)``
+    # adds to an int8 array as int8), and a Python int wraps into the default int here.
+    weak = dtype is None and isinstance(fill_value, (int, float)) and not isinstance(fill_value, (bool, np.generic))
     dtype = canonicalize_dtype(dtype if dtype is not None else np.asarray(fill_value).dtype)
     value = np.asarray(fill_value).astype(dtype)[()] if not isinstance(fill_value, Tracer) else fill_value
     shape = canonicalize_shape(shape)
@@ -1078,7 +1095,8 @@ def full(shape, fill_value, dtype=None):
     trace = current_jaxpr_trace()
     if trace is None:
         return np.full(shape, value, dtype)
-    return trace.process_primitive(broadcast_in_dim_p, [value], dict(shape=shape, broadcast_dimensions=()))
+    return trace.process_primitive(broadcast_in_dim_p, [WeakScalar(value) if weak else value],
+                                   dict(shape=shape, broadcast_dimensions=()))
 
 
 def stage_constant(x):

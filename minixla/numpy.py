@@ -47,10 +47,19 @@ def _where_line():
 
 
 def _cast(x, dtype, weak=False):
-    """Convert ``x`` to ``dtype``; Python scalars become numpy scalars (wrapping like JAX)."""
+    """Convert ``x`` to ``dtype``; Python scalars become numpy scalars as in JAX: first the
+    default int/float (an int that does not fit raises OverflowError, see ``get_aval``), then
+    ``dtype``, wrapping or rounding there (``uint8(300) = 44``; a float rounds to float32 first,
+    then to float16)."""
     dtype = np.dtype(dtype)
     if _is_python_scalar(x) or isinstance(x, (np.ndarray, np.generic, WeakScalar)):
-        arr = np.asarray(x.value if isinstance(x, WeakScalar) else x)
+        if isinstance(x, int) and dtype.kind in "iu" and np.iinfo(dtype).min <= x <= np.iinfo(dtype).max:
+            arr = np.asarray(x, dtype)  # (exact: e.g. a constant iinfo(uint32).max, beyond int32)
+        elif _is_python_scalar(x):
+            with np.errstate(over="ignore"):  # (1e40 -> float32 inf, as in JAX)
+                arr = np.asarray(x, get_aval(x).dtype)
+        else:
+            arr = np.asarray(x.value if isinstance(x, WeakScalar) else x)
         if arr.dtype != dtype:
             with np.errstate(all="ignore"):
                 arr = _np_astype(arr, dtype)
@@ -96,12 +105,21 @@ def _default_int():
 
 
 def _promote_inexact(*args):
-    """JAX's ``promote_args_inexact``: promote, then integers/bools become the default float."""
-    args = _promote_dtypes(*args)
-    aval = get_aval(args[0])
-    if not _is_inexact(aval.dtype):
-        args = [_cast(a, _default_float(), aval.weak_type) for a in args]
-    return args
+    """JAX's ``promote_args_inexact``: the promoted dtype, made the default float if it is an
+    integer or bool, and each argument converted to it directly: ``uint8_array / 256`` divides by
+    256.0 (going through the promoted uint8 first would make the divisor 256 -> 0)."""
+    dtype, weak = promote_types(*(get_aval(a) for a in args))
+    dtype = _to_inexact(dtype)
+    return [_cast(a, dtype, weak) for a in args]
+
+
+def _to_inexact(dtype):
+    """JAX's ``to_inexact_dtype``: bools and integers up to 32 bits become float32, 64-bit
+    integers float64 (float32 again unless x64 is on); float dtypes stay."""
+    dtype = np.dtype(dtype)
+    if _is_inexact(dtype):
+        return dtype
+    return canonicalize_dtype(np.float64 if dtype.itemsize == 8 else np.float32)
 
 
 def _arr(x):
@@ -352,15 +370,22 @@ def divmod(x1, x2, /):  # noqa: A001 (numpy's name)
 
 
 def fmod(x1, x2, /):
-    """C's ``fmod``: remainder with the dividend's sign (``jnp.fmod``); integer x fmod 0 is x."""
-    x1, x2 = _promote_dtypes(_arr(x1), _arr(x2))
+    """C's ``fmod``: remainder with the dividend's sign (``jnp.fmod``).
+
+    As ``jnp.fmod``, an integer divisor 0 is replaced by 1 (x fmod 0 = 0) *before* promotion, in
+    the divisor's own dtype: a weak divisor that only becomes 0 in ``x1``'s dtype
+    (``fmod(int8_array, 256)``) stays and gives XLA's x rem 0 = x, and bools are not replaced."""
+    x1, x2 = _arr(x1), _arr(x2)
+    if promote_types(get_aval(x1), get_aval(x2))[0].kind in "iu":
+        if _is_python_scalar(x2) or isinstance(x2, (WeakScalar, np.generic)):
+            x2 = _cast(1, get_aval(x2).dtype, get_aval(x2).weak_type) if np.asarray(x2) == 0 else x2
+        else:
+            x2 = where(equal(x2, 0), _cast(1, get_aval(x2).dtype, get_aval(x2).weak_type), x2)
+    x1, x2 = _promote_dtypes(x1, x2)
     _check_kind("fmod", x1, "biuf")
     if get_aval(x1).dtype == np.bool_:
         x1, x2 = _cast(x1, _default_int()), _cast(x2, _default_int())
-    x1, x2 = _full_shape(x1, x2)
-    if get_aval(x1).dtype.kind in "iu":
-        x2 = where(equal(x2, 0), _cast(1, get_aval(x2).dtype, get_aval(x2).weak_type), x2)
-    return lax.rem(x1, x2)
+    return lax.rem(*_full_shape(x1, x2))
 
 
 def arctan2(x1, x2, /):
@@ -409,7 +434,12 @@ def power(x1, x2, /):
     return lax.pow(x1, x2)
 
 
-float_power = lambda x1, x2, /: power(astype(_arr(x1), _default_float()), x2)  # noqa: E731
+def float_power(x1, x2, /):
+    """``x1 ** x2`` in floating point (``jnp.float_power``): both promoted to an inexact dtype
+    first (a Python int exponent is converted straight to it, never through ``x1``'s integer
+    dtype), then ``pow``."""
+    x1, x2 = _promote_inexact(_arr(x1), _arr(x2))
+    return lax.pow(*_full_shape(x1, x2))
 
 
 # ---------------------------------------------------------------------------------------
@@ -682,6 +712,10 @@ def full(shape, fill_value, dtype=None):
     if isinstance(fill_value, Tracer):
         v = fill_value if dtype is None else astype(fill_value, dtype)
         return broadcast_to(v, shape)
+    if dtype is None and _is_python_scalar(fill_value):
+        # (lax.full gives the weak type JAX gives, and wraps a Python int into int32 as JAX
+        # does here, without the OverflowError of arithmetic: full(2, 2**40) is [0, 0])
+        return lax.full(shape, fill_value)
     dt = canonicalize_dtype(dtype) if dtype is not None else asarray(fill_value).dtype
     return lax.full(shape, _np_astype(np.asarray(fill_value), dt), dt)
 
@@ -1712,6 +1746,11 @@ def _scatter_static(x, idx, values, scatter_fn):
     # As jax.numpy: the update is computed in the promoted dtype of x and the values, and the
     # result converted back to x's dtype (uint8 x.at[i].min(-1.5) is 0, bool .min(-1.5) is True).
     x_out_dtype = aval.dtype
+    if isinstance(values, int) and aval.dtype.kind in "iu" and (
+            np.iinfo(aval.dtype).min <= values <= np.iinfo(aval.dtype).max):
+        # (JAX converts a Python int that fits x's dtype straight to it here, without the
+        # default-int OverflowError of arithmetic: uint32 x.at[0].set(2**31) is exact)
+        values = _cast(values, aval.dtype, weak=True)
     x, values = _promote_dtypes(x, _arr(values))
     x = asarray(x) if not isinstance(x, Tracer) else x
     dt = get_aval(x).dtype

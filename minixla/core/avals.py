@@ -124,6 +124,24 @@ class WeakScalar:
         return np.asarray(self.value, dtype)
 
 
+def check_python_int(x: int, dtype) -> None:
+    """Raise ``ScalarOverflowError`` (an ``OverflowError``) when the Python int ``x`` does not fit
+    ``dtype``. JAX makes a Python int its default int (int32; int64 under ``jax_enable_x64``)
+    before it takes the dtype of the array it meets, and raises there instead of wrapping
+    (``int32_array + 2**40``); a value that fits then wraps into a narrower dtype as
+    ``convert_element_type`` does (``uint8_array + 300`` adds 44)."""
+    info = np.iinfo(dtype)
+    if not info.min <= x <= info.max:
+        from minixla.core import errors  # local: errors imports the package
+        op = errors.api_name()
+        raise errors.ScalarOverflowError(
+            f"Python int {x} too large to convert to {np.dtype(dtype).name}"
+            f"{f' (an operand of {op})' if op else ''}: a Python int becomes the default int "
+            f"({np.dtype(dtype).name}) before it meets the other operand, as in JAX"
+            f"{'; jax_enable_x64 makes it int64' if np.dtype(dtype).itemsize < 8 else ''}."
+            f"\n  at: {errors.user_source_line()}")
+
+
 def get_aval(x) -> ShapedArray:
     """Abstract value of a concrete Python/numpy/JAX value (Python scalars are weakly typed)."""
     from minixla.core.tracing import Tracer  # local: tracing imports this module
@@ -131,6 +149,8 @@ def get_aval(x) -> ShapedArray:
         return x.aval
     if isinstance(x, (bool, int, float, complex)) and not isinstance(x, np.generic):
         dtype = canonicalize_dtype(jax_dtypes.result_type(type(x)))
+        if isinstance(x, int) and not isinstance(x, bool):
+            check_python_int(x, dtype)
         return ShapedArray((), dtype, weak_type=not isinstance(x, bool))
     if isinstance(x, WeakScalar):
         return ShapedArray((), x.value.dtype, weak_type=True)

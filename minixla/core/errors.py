@@ -56,6 +56,12 @@ class UnexpectedTracerError(MinixlaError, TypeError):
     """A tracer from a finished or outer trace was used (``jax.errors.UnexpectedTracerError``)."""
 
 
+class ScalarOverflowError(MinixlaError, OverflowError):
+    """A Python int does not fit the integer dtype it must become: JAX first makes a Python int
+    its default int (int32, int64 under ``jax_enable_x64``) and raises ``OverflowError`` when it
+    does not fit (``x + 2**40``), rather than wrapping it silently."""
+
+
 class UnsupportedError(MinixlaError, NotImplementedError):
     """The op or dtype exists in JAX but minixla's backend does not implement it yet."""
 
@@ -292,3 +298,22 @@ def jax_function_error_here():
     if not saw_jax or f is None:
         return None
     return JaxFunctionError(_jax_function_message(f, f.f_lasti))
+
+def api_name():
+    """The name of the minixla function the user's line called (``'minixla.numpy.add'`` for
+    ``x + 2**40``): the outermost public ``minixla.numpy``/``minixla.lax`` function below the
+    user's frame, for error messages that name the op. ``None`` when there is none."""
+    modules = {os.path.join(_PKG_DIR, "numpy.py"): "minixla.numpy", os.path.join(_PKG_DIR, "lax.py"): "minixla.lax"}
+    f, found = sys._getframe(1), None
+    while f is not None:
+        fname = os.path.abspath(f.f_code.co_filename)
+        if not (fname.startswith(_INTERNAL_DIRS) or f.f_code.co_filename.startswith("<frozen")):
+            break
+        if fname in modules:
+            name = f.f_code.co_name
+            if name == "fn":  # a function made by a factory (``_binary``) knows its public name
+                name = f.f_locals.get("name", "_")
+            if not name.startswith(("_", "<")):
+                found = f"{modules[fname]}.{name}"
+        f = f.f_back
+    return found

@@ -1,0 +1,256 @@
+"""Weak Python scalars meeting arrays (issue 11, items 1 and 3), against JAX.
+
+The order JAX follows, and so minixla: the result dtype is promoted first (a Python scalar is
+weak, so ``uint8_array + 300`` stays uint8); then the Python value becomes that dtype, an int
+first becoming the default int (int32, int64 under x64; ``OverflowError`` when it does not fit,
+never a silent wrap) and a float the default float; only then any rewrite (``x / c`` ->
+``x * (1 / c)``), on the converted value. The reference is JAX as users run it (each ``jnp``
+function jitted, so ``i32 + 2**40`` raises and a float literal rounds through float32 before
+float16), which is also what ``jax.jit`` gives; ``jax.disable_jit()`` differs on some of these.
+"""
+import re
+
+import jax
+import jax.numpy as jnp
+import ml_dtypes
+import numpy as np
+import pytest
+
+import minixla
+import minixla.numpy as mnp
+from minixla import lax
+from minixla.core import errors
+from conftest import BACKENDS
+
+bf16 = ml_dtypes.bfloat16
+INTS = (np.int8, np.int16, np.int32, np.uint8, np.uint16, np.uint32)
+INTS64 = (np.int64, np.uint64)
+# Per bit width, Python ints that do not fit the dtype but fit the default int: they wrap (as
+# JAX); -1 for the unsigned ones.
+SCALARS = {8: (300, -129, -1), 16: (70000, -32769, -1), 32: (2**31 - 1, -2**31, -1),
+           64: (2**63 - 1, -2**63, -1)}
+BINARY_OPS = ("add", "subtract", "multiply", "true_divide", "floor_divide", "remainder", "fmod",
+              "power", "float_power", "maximum", "minimum", "equal", "less", "greater_equal",
+              "bitwise_and", "bitwise_xor", "left_shift", "right_shift", "arctan2", "logaddexp")
+# atan2/exp/log1p are minixla's own approximations on the LLVM backend (a few ulp, tested in
+# test_llvm_math); everything else must be bit-identical.
+APPROX = {"arctan2": 4e-7, "logaddexp": 4e-7, "float_power": 1e-6}
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request):
+    return request.param
+
+
+@pytest.fixture
+def x64():
+    prev = jax.config.jax_enable_x64
+    jax.config.update("jax_enable_x64", True)
+    yield
+    jax.config.update("jax_enable_x64", prev)
+
+
+def _values(dtype):
+    info = np.iinfo(dtype)
+    return np.array([0, 1, 2, 7, 100, info.max, info.min, info.max - 1], dtype=object).astype(dtype)
+
+
+def _assert_same(got, want, what, rtol=0.0):
+    got, want = np.asarray(got), np.asarray(want)
+    assert got.dtype == want.dtype, f"{what}: minixla {got.dtype}, JAX {want.dtype}"
+    if rtol and got.dtype.kind == "f":
+        np.testing.assert_allclose(got, want, rtol=rtol, atol=0, err_msg=what)
+    else:  # bit for bit (NaN == NaN, -0.0 != 0.0)
+        assert got.tobytes() == want.tobytes(), f"{what}: minixla {got.tolist()}, JAX {want.tolist()}"
+
+
+def _all_ops(N, x):
+    """Every binary op with every scalar on either side: one program, so one compile."""
+    return [getattr(N, op)(*args) for op, args in _pairs(x)]
+
+
+def _pairs(x):
+    # (an integer to a negative Python int power is an error, in JAX too)
+    return [(op, a) for op in BINARY_OPS for s in SCALARS[np.dtype(x.dtype).itemsize * 8]
+            for a in ((x, s), (s, x)) if not (op == "power" and a[1] is s and s < 0)]
+
+
+def _labels(x):
+    return [f"{op}({'x, s' if a[0] is x else 's, x'}) s={a[1] if a[0] is x else a[0]}" for op, a in _pairs(x)]
+
+
+def _check_all_ops(dtype, backend):
+    x = _values(dtype)
+    # The reference is one jax.jit of all the ops (each output is one jnp function of x and a
+    # constant, so nothing spans ops for XLA to rewrite; it is what jnp's per-op jit gives, in one
+    # compile instead of ~200).
+    want = jax.jit(lambda a: _all_ops(jnp, a))(x)
+    runs = {backend: minixla.jit(lambda a: _all_ops(mnp, a), backend=backend)(x)}
+    if backend == "llvm" and dtype in (np.uint8, np.int32):
+        runs["eager"] = _all_ops(mnp, x)
+    for where, got in runs.items():
+        for label, g, w in zip(_labels(x), got, want):
+            _assert_same(g, w, f"{label} {np.dtype(dtype).name} [{where}]", APPROX.get(label.split("(")[0], 0))
+
+
+@pytest.mark.parametrize("dtype", INTS, ids=lambda d: np.dtype(d).name)
+def test_every_binary_op_with_out_of_range_python_ints(dtype, backend):
+    # uint8 / 256 was [nan inf inf inf] (256 became uint8(0) before its reciprocal), int8 / 128
+    # flipped the sign, uint8 / 1000 divided by 232, arctan2/logaddexp(uint8, 300) used 44.
+    _check_all_ops(dtype, backend)
+
+
+@pytest.mark.parametrize("dtype", INTS64, ids=lambda d: np.dtype(d).name)
+def test_every_binary_op_with_python_ints_x64(x64, dtype, backend):
+    _check_all_ops(dtype, backend)
+
+
+def test_issue_reproducers(backend):
+    u8 = np.array([0, 1, 128, 255], np.uint8)
+    i8 = np.array([-128, -1, 0, 1, 127], np.int8)
+    for f, x in ((lambda x: x / 256, u8), (lambda x: 256 / x, u8), (lambda x: x / 1000, u8),
+                 (lambda x: x / 128, i8), (lambda x: x // 256, u8), (lambda x: x % 1000, u8),
+                 (lambda x: x ** 2, u8), (lambda x: x < 300, u8), (lambda x: x < -1, u8),
+                 (lambda x: x * 200, i8), (lambda x: x + (-1), u8)):
+        _assert_same(minixla.jit(f, backend=backend)(x), f(jnp.asarray(x)), "reproducer")
+    np.testing.assert_array_equal(minixla.jit(lambda x: x / 256, backend=backend)(u8),
+                                  np.array([0, 1, 128, 255], np.float32) * np.float32(1 / 256))
+
+
+def test_jaxpr_divides_by_the_value_in_the_result_dtype():
+    text = str(minixla.make_jaxpr(lambda x: x / 256)(np.ones(3, np.uint8)))
+    assert "mul b 0.00390625:f32[]" in text and "inf" not in text, text
+
+
+BIG = (2**31, -2**31 - 1, 2**40, 2**63, -2**63 - 1, 2**64)
+
+
+def _raisers(N, L):
+    """Every way a Python int reaches an op: operators, functions, where/clip, x.at[].set."""
+    return {
+        "x + s": lambda x, s: x + s, "s - x": lambda x, s: s - x, "x * s": lambda x, s: x * s,
+        "x / s": lambda x, s: x / s, "x // s": lambda x, s: x // s, "x % s": lambda x, s: x % s,
+        "x < s": lambda x, s: x < s, "x == s": lambda x, s: x == s, "x & s": lambda x, s: x & s,
+        "x << s": lambda x, s: x << s, "maximum": lambda x, s: N.maximum(x, s),
+        "power(s, x)": lambda x, s: N.power(s, x), "arctan2": lambda x, s: N.arctan2(x, s),
+        "where": lambda x, s: N.where(x > 0, x, s), "clip": lambda x, s: N.clip(x, 0, s),
+        "at.set": lambda x, s: x.at[0].set(s), "sum + s": lambda x, s: N.sum(x) + s,
+    }
+
+
+@pytest.mark.parametrize("dtype", (np.int32, np.uint8, np.uint32, np.float32, np.float16),
+                         ids=lambda d: np.dtype(d).name)
+def test_python_int_beyond_int32_raises_overflow_error(dtype, backend):
+    # int32_array + 2**40 gave [1 1 1]; JAX raises OverflowError (the int becomes int32 first).
+    x = np.ones(3, dtype)
+    jax_fs = _raisers(jnp, jax.lax)
+    for name, f in _raisers(mnp, lax).items():
+        for s in BIG:
+            if name == "at.set" and dtype == np.uint32 and s == 2**31:
+                continue  # (fits uint32: JAX sets it exactly, see test_creation_fill_values...)
+            with pytest.raises(OverflowError):  # JAX's own behaviour, so the test can fail
+                jax_fs[name](jnp.asarray(x), s)
+            with pytest.raises(errors.ScalarOverflowError, match=re.escape(f"Python int {s} too large to "
+                                                                           "convert to int32")) as e:
+                minixla.jit(lambda a: f(a, s), backend=backend)(x)
+            assert "test_weak_scalars.py" in str(e.value), (name, str(e.value))  # the user's line
+
+
+def test_overflow_message_names_the_op_and_line():
+    with pytest.raises(OverflowError) as e:
+        minixla.jit(lambda a: a + 2**40)(np.ones(3, np.int32))
+    msg = str(e.value)
+    assert "minixla.numpy.add" in msg and "int32" in msg and "test_weak_scalars.py" in msg, msg
+    with pytest.raises(OverflowError, match="minixla.numpy.remainder"):
+        mnp.remainder(np.ones(3, np.int32), -2**40)  # eager too
+
+
+def test_python_ints_x64(x64, backend):
+    # Under x64 the Python int becomes int64 first: 2**40 fits (and wraps into int32, as JAX),
+    # 2**63 does not, even for a uint64 array.
+    for dtype in (np.int8, np.int32, np.uint32, np.int64, np.uint64, np.float32):
+        x = np.ones(3, dtype)
+        for s in (2**40, -2**63, 2**63 - 1):
+            _assert_same(minixla.jit(lambda a: a + s, backend=backend)(x), jnp.asarray(x) + s, f"{dtype} + {s}")
+        for s in (2**63, -2**63 - 1, 2**64 - 1):
+            with pytest.raises(OverflowError):
+                jnp.asarray(x) + s
+            with pytest.raises(errors.ScalarOverflowError, match="too large to convert to int64"):
+                minixla.jit(lambda a: a + s, backend=backend)(x)
+
+
+def test_static_arguments_become_checked_constants(backend):
+    f = minixla.jit(lambda a, k: a + k, static_argnums=1, backend=backend)
+    jf = jax.jit(lambda a, k: a + k, static_argnums=1)
+    i8 = np.array([-128, -1, 0, 1, 127], np.int8)
+    _assert_same(f(i8, 200), jf(i8, 200), "int8 + static 200")
+    with pytest.raises(OverflowError):
+        jf(np.ones(3, np.int32), 2**40)
+    with pytest.raises(errors.ScalarOverflowError, match="1099511627776"):
+        f(np.ones(3, np.int32), 2**40)
+
+
+def test_lax_level_python_ints():
+    i32, u8 = np.ones(3, np.int32), np.array([0, 1, 255], np.uint8)
+    with pytest.raises(OverflowError, match="too large to convert to int32"):
+        jax.lax.add(jnp.asarray(i32), 2**40)
+    for fn in (lambda: lax.add(i32, 2**40), lambda: minixla.jit(lambda a: lax.max(a, -2**31 - 1))(i32)):
+        with pytest.raises(errors.ScalarOverflowError, match="too large to convert to int32"):
+            fn()
+    # jax.lax does not promote: lax.add(uint8_array, 300) is a TypeError there; minixla accepts
+    # an int that fits the dtype but never wraps one that does not.
+    with pytest.raises(TypeError):
+        jax.lax.add(jnp.asarray(u8), 300)
+    with pytest.raises(errors.DTypeError, match="300"):
+        minixla.jit(lambda a: lax.add(a, 300))(u8)
+    _assert_same(minixla.jit(lambda a: lax.add(a, 1))(i32), jax.lax.add(jnp.asarray(i32), 1), "lax.add(i32, 1)")
+
+
+def test_python_floats_round_to_inf_and_through_the_default_float(backend):
+    f16, f32, b16 = (np.array([1.0, -2.5, 0.0], d) for d in (np.float16, np.float32, bf16))
+    v = 1 + 2**-11 + 2**-30  # float32(v) = 1 + 2**-11, an f16 tie: JAX rounds it to 1.0
+    cases = [(f32, lambda x: x + 1e40), (f16, lambda x: x * 1e10), (b16, lambda x: x + 1e40),
+             (f32, lambda x: 1e40 / x), (f16, lambda x: x / 1e-10), (f16, lambda x: x / 70000),
+             (f16, lambda x: x + 70000), (f16, lambda x: x * v), (f16, lambda x: x < v),
+             (f16, lambda x: mnp.where(x > 0, x, v) if isinstance(x, minixla.core.tracing.Tracer)
+              else jnp.where(x > 0, x, v)),
+             (np.ones(3, np.int32), lambda x: x * 1e40)]
+    for x, f in cases:
+        _assert_same(minixla.jit(f, backend=backend)(x), f(jnp.asarray(x)), f"float scalar on {x.dtype}")
+
+
+def test_creation_fill_values_wrap_as_jax(backend):
+    u8, i32, i8 = np.array([1, 2], np.uint8), np.ones(2, np.int32), np.array([-128, 127], np.int8)
+    cases = [(lambda N, x: N.full_like(x, 300), u8), (lambda N, x: N.full_like(x, -1), u8),
+             (lambda N, x: N.full_like(x, 2**40), i32), (lambda N, x: N.full(2, 300, N.uint8) + x, u8),
+             (lambda N, x: N.full(2, 2**40) + x, i32), (lambda N, x: N.full(2, 2**40, N.float32) + x, i32),
+             (lambda N, x: N.full(2, 1) + x, i8),  # full(2, 1) is weak: the sum stays int8
+             (lambda N, x: N.arange(250, 260, dtype=N.uint8)[:2] + x, u8),
+             (lambda N, x: N.arange(2**40, 2**40 + 2) + x, i32),
+             (lambda N, x: x.at[0].set(300), u8), (lambda N, x: x.at[1].add(300), u8),
+             (lambda N, x: x.at[0].set(2**31), np.ones(2, np.uint32))]
+    for f, x in cases:
+        _assert_same(minixla.jit(lambda a: f(mnp, a), backend=backend)(x), f(jnp, jnp.asarray(x)), "fill")
+
+
+def test_fmod_zero_test_happens_before_promotion(backend):
+    # jnp.fmod replaces a zero divisor by 1 in the divisor's own dtype: 256 is not 0 there, so
+    # fmod(int8, 256) is rem(x, 0) = x; bools are not replaced either.
+    i8 = np.array([5, -3, 0, 127], np.int8)
+    b = np.array([True, False])
+    for f, x in ((lambda N, x: N.fmod(x, 256), i8), (lambda N, x: N.fmod(x, 0), i8),
+                 (lambda N, x: N.fmod(x, N.zeros_like(x)), i8), (lambda N, x: N.fmod(x, False), b),
+                 (lambda N, x: N.fmod(x, N.logical_not(x)), b)):
+        _assert_same(minixla.jit(lambda a: f(mnp, a), backend=backend)(x), f(jnp, jnp.asarray(x)), "fmod")
+        _assert_same(f(mnp, x), f(jnp, jnp.asarray(x)), "fmod eager")
+
+
+def test_integers_become_float32_under_x64_as_jax(x64, backend):
+    # jax's to_inexact_dtype: integers up to 32 bits -> float32 even with x64; int64 -> float64.
+    for dtype in (np.uint8, np.int16, np.int32, np.int64, np.bool_):
+        x = np.array([0, 1, 1], dtype)
+        for name, f in (("/", lambda N, a: N.true_divide(a, 3)), ("sqrt", lambda N, a: N.sqrt(a)),
+                        ("float_power", lambda N, a: N.float_power(a, 2)),
+                        ("logaddexp", lambda N, a: N.logaddexp(a, 300))):
+            got = minixla.jit(lambda a: f(mnp, a), backend=backend)(x)
+            _assert_same(got, f(jnp, jnp.asarray(x)), f"{name} {np.dtype(dtype).name}", 4e-7)
