@@ -1194,7 +1194,7 @@ def take(a, indices, axis=None, mode=None, fill_value=None, unique_indices=False
     ``"wrap"`` takes the index modulo the axis size. Raises ``ValueError`` for another mode or
     non-integer indices, ``IndexError`` for a non-empty take from an empty axis."""
     a = _arr(a)
-    idx = indices if isinstance(indices, Tracer) else np.asarray(indices)
+    idx = _canonical_index(indices)
     idt = get_aval(idx).dtype
     if idt.kind not in "iub":
         raise ValueError(f"take: indices must have an integer type, got {idt.name}{_where_line()}")
@@ -1244,7 +1244,7 @@ def take_along_axis(arr, indices, axis, mode=None, fill_value=None):
     axis gives zeros. Raises ``TypeError`` for non-integer indices, ``ValueError`` for a rank
     mismatch."""
     arr = _arr(arr)
-    idx = indices if isinstance(indices, Tracer) else np.asarray(indices)
+    idx = _canonical_index(indices)
     idt = get_aval(idx).dtype
     if idt.kind not in "iu":
         raise errors.DTypeError(f"take_along_axis indices must be of integer type, got {idt.name}"
@@ -1289,6 +1289,16 @@ def take_along_axis(arr, indices, axis, mode=None, fill_value=None):
                                     start_index_map=tuple(range(len(shape))))
     return lax.gather(arr, gidx, dn, [1] * len(shape), mode=gmode,
                       fill_value=fill_value if gmode is lax.GatherScatterMode.FILL_OR_DROP else None)
+
+
+def _canonical_index(idx):
+    """A static index array in the dtype ``jnp.take`` converts it to first (int64 -> int32
+    without x64, wrapping); a tracer is already canonical. (``x[idx]`` counts a NumPy index
+    from the end before it converts, so it does not use this.)"""
+    if isinstance(idx, Tracer):
+        return idx
+    idx = np.asarray(idx)
+    return _cast(idx, canonicalize_dtype(idx.dtype)) if idx.dtype != np.bool_ else idx
 
 
 def _index_dtype(shape):

@@ -179,6 +179,17 @@ def test_take_along_axis_errors_as_jax():
                   lambda x: jnp.take_along_axis(x, np.array([1]), 0), ValueError, X2)
 
 
+def test_int64_numpy_indices_as_jax_without_x64():
+    """A NumPy int64 index array: ``take``/``take_along_axis`` convert it to int32 first (2**40
+    wraps to 0), ``x[idx]`` counts it from the end in int64 and converts after (2**32 - 1 is then
+    -1, clamped to 0), as JAX does without x64."""
+    i64 = np.array([2**40, 2**40 + 3, -1, 9, 2**32 - 1])
+    f = lambda np_: lambda x: ([np_.take(x, i64, mode=m) for m in TAKE_MODES]  # noqa: E731
+                               + [np_.take_along_axis(x, i64, 0, mode=m) for m in TAL_MODES]
+                               + [x[i64], x.at[i64].get(mode="fill"), x.at[i64].set(7.0)])
+    _check(f(mnp), f(jnp), X)
+
+
 # --- x[idx] and x.at[idx].get ------------------------------------------------------------------
 
 @pytest.mark.parametrize("dtype", IDX_DTYPES)
