@@ -834,8 +834,8 @@ def _gather_impl(x, indices, *, dimension_numbers, slice_sizes, mode=None, fill_
     dn = jax.lax.GatherDimensionNumbers(tuple(dimension_numbers.offset_dims),
                                         tuple(dimension_numbers.collapsed_slice_dims),
                                         tuple(dimension_numbers.start_index_map))
-    return np.asarray(jax.lax.gather(x, indices, dn, tuple(slice_sizes), mode=_jax_mode(mode, GatherScatterMode.PROMISE_IN_BOUNDS),
-                                     fill_value=fill_value))
+    mode = _jax_mode(mode, GatherScatterMode.PROMISE_IN_BOUNDS)
+    return np.asarray(jax.lax.gather(x, indices, dn, tuple(slice_sizes), mode=mode, fill_value=fill_value))
 
 
 gather_p = _std_prim("gather", _gather_rule, impl=_gather_impl)

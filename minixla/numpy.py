@@ -1638,8 +1638,11 @@ def _getitem(x, idx, mode=None, fill_value=None):
         elif e[0] == "int":
             if d == 0:
                 raise IndexError(f"index {e[1]} is out of bounds for axis {dim} with size 0{_where_line()}")
-            v = int(e[1])
-            i = builtins.min(builtins.max(v + d if v < 0 else v, 0), d - 1) if clip else _static_start(e[1], d, len(shape))
+            if clip:
+                v = int(e[1])
+                i = builtins.min(builtins.max(v + d if v < 0 else v, 0), d - 1)
+            else:
+                i = _static_start(e[1], d, len(shape))
             starts.append(i), limits.append(i + 1), strides.append(1)
         else:  # advanced: keep the whole dim for the gather
             starts.append(0), limits.append(d), strides.append(1)
