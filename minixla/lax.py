@@ -10,6 +10,8 @@ broadcast, except that a rank-0 operand may be combined with an array of any sha
 """
 from __future__ import annotations
 
+import enum
+import warnings
 from collections import namedtuple
 
 import numpy as np
@@ -761,7 +763,64 @@ ScatterDimensionNumbers.__doc__ = """XLA scatter dimension numbers (``jax.lax.Sc
 without batching dims). The scatter indices' last dim is the index vector."""
 
 
-def _gather_rule(x, indices, *, dimension_numbers, slice_sizes):
+class GatherScatterMode(enum.Enum):
+    """How a gather or scatter treats out-of-bounds indices (``jax.lax.GatherScatterMode``).
+
+    ``CLIP``: each start index is clamped so the whole window is inside the operand.
+    ``FILL_OR_DROP``: a gather returns ``fill_value`` for a window that is not wholly inside the
+    operand; a scatter skips such a window. ``PROMISE_IN_BOUNDS``: the caller promises in-bounds
+    indices; what happens otherwise is XLA's native behavior (a gather clamps, a scatter drops).
+    HLO's gather and scatter have no mode: a mode is lowered to clamps, compares and selects
+    around the native op, as JAX lowers it (so every backend sees plain XLA semantics).
+    """
+    CLIP = "clip"
+    FILL_OR_DROP = "fill"
+    PROMISE_IN_BOUNDS = "promise_in_bounds"
+
+    @staticmethod
+    def from_any(s):
+        """``"clip"``, ``"fill"``/``"drop"``/``None`` (FILL_OR_DROP), ``"promise_in_bounds"`` or
+        a ``GatherScatterMode`` (ours or ``jax.lax``'s); else ``ValueError``."""
+        if isinstance(s, GatherScatterMode):
+            return s
+        if isinstance(s, jax.lax.GatherScatterMode):
+            s = s.name
+        key = {"clip": "CLIP", "fill": "FILL_OR_DROP", "drop": "FILL_OR_DROP", None: "FILL_OR_DROP",
+               "promise_in_bounds": "PROMISE_IN_BOUNDS"}.get(s, s)
+        if key not in GatherScatterMode.__members__:
+            raise ValueError(f'Unknown gather mode "{s}"')
+        return GatherScatterMode[key]
+
+    def __repr__(self):  # as the jaxpr printer shows params
+        return f"GatherScatterMode.{self.name}"
+
+
+def _jax_mode(mode, default=None):
+    return getattr(jax.lax.GatherScatterMode, (mode or default or GatherScatterMode.FILL_OR_DROP).name)
+
+
+def gather_fill_value(fill_value, dtype):
+    """The fill of a FILL_OR_DROP gather as a scalar of ``dtype`` (``jax.lax.gather``'s default:
+    NaN for inexact dtypes, the minimum of a signed and the maximum of an unsigned integer, True
+    for bool); a given value is cast as NumPy casts it (JAX builds the fill with ``np.array``)."""
+    dtype = np.dtype(dtype)
+    if fill_value is None:
+        if _is_float(dtype) or dtype.kind == "c":
+            fill_value = np.nan
+        elif dtype.kind in "iu":
+            fill_value = np.iinfo(dtype).min if dtype.kind == "i" else np.iinfo(dtype).max
+        elif dtype == np.bool_:
+            fill_value = True
+        else:
+            raise errors.DTypeError(f"gather: no default fill_value for dtype {dtype.name}")
+    if np.ndim(fill_value) != 0:
+        raise ValueError("fill_value argument to indexed get() must be a scalar")
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return np.asarray(fill_value).astype(dtype)[()]
+
+
+def _gather_rule(x, indices, *, dimension_numbers, slice_sizes, mode=None, fill_value=None):
     dn = dimension_numbers
     if indices.dtype.kind not in _int_kinds:
         raise errors.DTypeError(f"gather indices must be integers, got {indices.dtype.name}")
@@ -786,11 +845,12 @@ def _gather_rule(x, indices, *, dimension_numbers, slice_sizes):
     return ShapedArray(shape, x.dtype, x.weak_type)
 
 
-def _gather_impl(x, indices, *, dimension_numbers, slice_sizes):
+def _gather_impl(x, indices, *, dimension_numbers, slice_sizes, mode=None, fill_value=None):
     dn = jax.lax.GatherDimensionNumbers(tuple(dimension_numbers.offset_dims),
                                         tuple(dimension_numbers.collapsed_slice_dims),
                                         tuple(dimension_numbers.start_index_map))
-    return np.asarray(jax.lax.gather(x, indices, dn, tuple(slice_sizes), mode="clip"))
+    mode = _jax_mode(mode, GatherScatterMode.PROMISE_IN_BOUNDS)
+    return np.asarray(jax.lax.gather(x, indices, dn, tuple(slice_sizes), mode=mode, fill_value=fill_value))
 
 
 gather_p = _std_prim("gather", _gather_rule, impl=_gather_impl)
@@ -831,10 +891,11 @@ def _scatter_impl(name):
           "scatter-mul": jax.lax.scatter_mul, "scatter-min": jax.lax.scatter_min,
           "scatter-max": jax.lax.scatter_max}[name]
 
-    def impl(x, indices, updates, *, dimension_numbers, indices_are_sorted=False, unique_indices=False):
+    def impl(x, indices, updates, *, dimension_numbers, indices_are_sorted=False, unique_indices=False,
+             mode=None):
         dn = jax.lax.ScatterDimensionNumbers(*map(tuple, dimension_numbers))
         return np.asarray(fn(x, indices, updates, dn, indices_are_sorted=indices_are_sorted,
-                             unique_indices=unique_indices, mode="drop"))
+                             unique_indices=unique_indices, mode=_jax_mode(mode)))
     return impl
 
 
@@ -1009,23 +1070,35 @@ def dynamic_update_slice(operand, update, start_indices):
                                                                         "dynamic_update_slice"))
 
 
-def gather(operand, start_indices, dimension_numbers, slice_sizes):
-    """XLA gather (``jax.lax.gather`` with ``mode='clip'``): start indices are clamped so each
-    slice lies inside the operand. ``dimension_numbers`` is a ``GatherDimensionNumbers``."""
+def gather(operand, start_indices, dimension_numbers, slice_sizes, *, unique_indices=False,
+           indices_are_sorted=False, mode=None, fill_value=None):
+    """XLA gather (``jax.lax.gather``): for each index vector (the last dim of ``start_indices``,
+    an integer array) a window of ``slice_sizes`` starting there. ``dimension_numbers`` is a
+    ``GatherDimensionNumbers``. ``mode`` (a ``GatherScatterMode`` or its string) says what an
+    out-of-bounds window gives; ``None`` means ``PROMISE_IN_BOUNDS`` as in JAX (in practice the
+    start is clamped, as ``CLIP``); ``FILL_OR_DROP`` gives ``fill_value`` (see
+    ``gather_fill_value``) for the whole window. ``unique_indices``/``indices_are_sorted`` are
+    accepted for JAX's signature and do not change the result."""
     dn = GatherDimensionNumbers(*(tuple(int(d) for d in x) for x in dimension_numbers[:3]))
+    mode = GatherScatterMode.from_any(GatherScatterMode.PROMISE_IN_BOUNDS if mode is None else mode)
+    fill = (gather_fill_value(fill_value, get_aval(operand).dtype)
+            if mode is GatherScatterMode.FILL_OR_DROP else None)
     return gather_p.bind(operand, start_indices, dimension_numbers=dn,
-                         slice_sizes=tuple(int(s) for s in slice_sizes))
+                         slice_sizes=tuple(int(s) for s in slice_sizes), mode=mode, fill_value=fill)
 
 
 def _scatter_fn(p, doc):
     def fn(operand, scatter_indices, updates, dimension_numbers, indices_are_sorted=False,
-           unique_indices=False):
+           unique_indices=False, mode=None):
         dn = ScatterDimensionNumbers(*(tuple(int(d) for d in x) for x in dimension_numbers[:3]))
         return p.bind(operand, scatter_indices, updates, dimension_numbers=dn,
-                      indices_are_sorted=bool(indices_are_sorted), unique_indices=bool(unique_indices))
+                      indices_are_sorted=bool(indices_are_sorted), unique_indices=bool(unique_indices),
+                      mode=GatherScatterMode.from_any(mode))
     fn.__name__ = p.name.replace("-", "_")
-    fn.__doc__ = (f"XLA scatter that {doc} (``jax.lax.{fn.__name__}`` with ``mode='drop'``): "
-                  "update windows that do not lie inside the operand are skipped.")
+    fn.__doc__ = (f"XLA scatter that {doc} (``jax.lax.{fn.__name__}``). ``mode``: ``None`` or "
+                  "``FILL_OR_DROP`` (JAX's default) skips an update window that is not wholly inside "
+                  "the operand, ``CLIP`` clamps its start indices first, ``PROMISE_IN_BOUNDS`` leaves "
+                  "XLA's native behavior (skipped).")
     return fn
 
 

@@ -1219,56 +1219,155 @@ def repeat(a, repeats, axis=None, total_repeat_length=None):
     return take(a, idx, axis=ax)
 
 
-def take(a, indices, axis=None, mode=None, fill_value=None):
-    """Elements at ``indices`` along ``axis`` (``jnp.take``). ``mode='fill'`` (the default, as in
-    JAX) gives ``fill_value`` for out-of-range indices: NaN for floats, the most negative value
-    for signed ints, the largest for unsigned, True for bool; ``mode='clip'`` clamps."""
+def take(a, indices, axis=None, mode=None, fill_value=None, unique_indices=False,
+         indices_are_sorted=False):
+    """Elements at ``indices`` along ``axis`` (``jnp.take``; ``axis=None`` takes from the flat
+    array), one XLA gather. Modes as JAX's: ``None``/``"fill"`` counts negative indices from the
+    end (in the indices' dtype; unsigned ones are never negative) and gives ``fill_value`` for
+    the others out of range (default: NaN for floats, the minimum of a signed and the maximum of
+    an unsigned int, True for bool); ``"clip"`` clamps (negatives to 0, they do not wrap);
+    ``"wrap"`` takes the index modulo the axis size. Raises ``ValueError`` for another mode or
+    non-integer indices, ``IndexError`` for a non-empty take from an empty axis."""
     a = _arr(a)
+    idx = _canonical_index(indices)
+    idt = get_aval(idx).dtype
+    if idt.kind not in "iub":
+        raise ValueError(f"take: indices must have an integer type, got {idt.name}{_where_line()}")
+    if idt == np.bool_:
+        idx = _cast(idx, np.int32)
     if axis is None:
         a, axis = ravel(a), 0
     aval = get_aval(a)
     ax = _canon_axis1(axis, aval.ndim)
     n = aval.shape[ax]
-    if mode == "clip":  # as NumPy's clip mode: negative indices clip to 0, they do not wrap
-        if isinstance(indices, Tracer):
-            indices = clip(indices, 0, builtins.max(n - 1, 0))
-        else:
-            indices = np.clip(np.asarray(indices), 0, builtins.max(n - 1, 0))
-        return _getitem(a, (builtins.slice(None),) * ax + (indices,))
-    out = _getitem(a, (builtins.slice(None),) * ax + (indices,))
-    if mode not in (None, "fill"):
-        raise errors.UnsupportedError(f"take: mode={mode!r} is not supported ('fill' or 'clip')")
-    dt = aval.dtype
-    if fill_value is None:
-        fill_value = (np.nan if _is_inexact(dt) else True if dt == np.bool_
-                      else np.iinfo(dt).min if dt.kind == "i" else np.iinfo(dt).max)
-    idx = _arr(indices)
-    ok = logical_and(greater_equal(idx, -n), less(idx, n))
-    ok_aval = get_aval(ok)
-    out_shape = get_aval(out).shape
-    ok = lax.broadcast_in_dim(ok, out_shape, tuple(range(ax, ax + ok_aval.ndim)))
-    return where(ok, out, _cast(fill_value, dt))
+    if mode is None or mode == "fill":
+        gmode = lax.GatherScatterMode.FILL_OR_DROP
+        idx = _count_from_end(idx, n)
+    elif mode == "raise":
+        raise errors.UnsupportedError(f"take: mode='raise' is not supported (as in JAX){_where_line()}")
+    elif mode == "wrap":
+        idx = remainder(idx, _cast(n, get_aval(idx).dtype)) if n else idx
+        gmode = lax.GatherScatterMode.PROMISE_IN_BOUNDS
+    elif mode == "clip":
+        gmode = lax.GatherScatterMode.CLIP
+    else:
+        raise ValueError(f"Invalid mode '{mode}' for np.take{_where_line()}")
+    ishape = get_aval(idx).shape
+    if n == 0:
+        if math.prod(ishape):
+            raise IndexError(f"Cannot do a non-empty jnp.take() from an empty axis.{_where_line()}")
+        return a
+    out_shape = aval.shape[:ax] + ishape + aval.shape[ax + 1:]
+    if math.prod(ishape) == 0:
+        return zeros(out_shape, aval.dtype)
+    nd = len(ishape)
+    dn = lax.GatherDimensionNumbers(
+        offset_dims=tuple(range(ax)) + tuple(range(ax + nd, aval.ndim + nd - 1)),
+        collapsed_slice_dims=(ax,), start_index_map=(ax,))
+    sizes = list(aval.shape)
+    sizes[ax] = 1
+    return lax.gather(a, reshape(idx, ishape + (1,)), dn, sizes, mode=gmode,
+                      fill_value=fill_value if gmode is lax.GatherScatterMode.FILL_OR_DROP else None)
 
 
-def take_along_axis(arr, indices, axis):
-    """``jnp.take_along_axis``: gather with an index array of the same rank as ``arr``."""
+def take_along_axis(arr, indices, axis, mode=None, fill_value=None):
+    """``jnp.take_along_axis``: ``arr`` indexed along ``axis`` by ``indices`` of the same rank
+    (their other dims broadcast against ``arr``'s), one XLA gather. As JAX: unless
+    ``mode="promise_in_bounds"`` the indices are first converted to int32 (int64 for a huge
+    axis) and negative ones counted from the end; then ``mode`` ``None``/``"fill"`` gives
+    ``fill_value`` (NaN for floats, see ``take``) out of range and ``"clip"`` clamps. An empty
+    axis gives zeros. Raises ``TypeError`` for non-integer indices, ``ValueError`` for a rank
+    mismatch."""
     arr = _arr(arr)
+    idx = _canonical_index(indices)
+    idt = get_aval(idx).dtype
+    if idt.kind not in "iu":
+        raise errors.DTypeError(f"take_along_axis indices must be of integer type, got {idt.name}"
+                                f"{_where_line()}")
+    if axis is None:
+        if get_aval(idx).ndim != 1:
+            raise errors.ShapeError(f"take_along_axis: when axis=None, indices must have a single "
+                                    f"dimension, got {get_aval(idx).shape}{_where_line()}")
+        arr, axis = ravel(arr), 0
     shape = get_aval(arr).shape
     ax = _canon_axis1(axis, len(shape))
-    ishape = get_aval(indices).shape
+    ishape = get_aval(idx).shape
     if len(ishape) != len(shape):
         raise errors.ShapeError(f"take_along_axis: indices rank {len(ishape)} != array rank {len(shape)}{_where_line()}")
-    out_shape = broadcast_shapes(tuple(1 if i == ax else d for i, d in enumerate(shape)),
-                                 tuple(1 if i == ax else d for i, d in enumerate(ishape)))
-    out_shape = out_shape[:ax] + (ishape[ax],) + out_shape[ax + 1:]
-    idx = []
+    arr_shape = tuple(1 if i == ax else d for i, d in enumerate(shape))
+    try:
+        out_shape = broadcast_shapes(ishape, arr_shape)
+    except errors.ShapeError as e:
+        raise errors.ShapeError(f"take_along_axis: {e.args[0]}{_where_line()}") from None
+    n = shape[ax]
+    if n == 0:
+        return zeros(out_shape, get_aval(arr).dtype)
+    itype = _index_dtype((n,))
+    if mode == "promise_in_bounds":
+        # XLA clamps; clamping first in the indices' own dtype keeps that (a uint32 index
+        # >= 2**31 is large, not negative) when they join the int32 iotas below.
+        idx = _clamp_in_dtype(idx, n)
+    else:
+        idx = _count_from_end(_cast(idx, itype), n)
+    gmode = lax.GatherScatterMode.from_any("fill" if mode is None else mode)
+    parts = []
     for d in range(len(shape)):
         if d == ax:
-            idx.append(broadcast_to(indices, out_shape))
+            part = broadcast_to(_cast(idx, itype), out_shape)
+        elif shape[d] == 1:  # broadcast against the indices: always row 0
+            part = np.zeros(out_shape, itype)
         else:
-            grid = lax.broadcasted_iota(np.int32, out_shape, d)
-            idx.append(grid)
-    return _getitem(arr, tuple(idx))
+            part = lax.broadcasted_iota(itype, out_shape, d)
+        parts.append(reshape(part, out_shape + (1,)))
+    gidx = parts[0] if len(parts) == 1 else concatenate(parts, axis=-1)
+    dn = lax.GatherDimensionNumbers(offset_dims=(), collapsed_slice_dims=tuple(range(len(shape))),
+                                    start_index_map=tuple(range(len(shape))))
+    return lax.gather(arr, gidx, dn, [1] * len(shape), mode=gmode,
+                      fill_value=fill_value if gmode is lax.GatherScatterMode.FILL_OR_DROP else None)
+
+
+def _canonical_index(idx):
+    """A static index array in the dtype ``jnp.take`` converts it to first (int64 -> int32
+    without x64, wrapping); a tracer is already canonical. (``x[idx]`` counts a NumPy index
+    from the end before it converts, so it does not use this.)"""
+    if isinstance(idx, Tracer):
+        return idx
+    idx = np.asarray(idx)
+    return _cast(idx, canonicalize_dtype(idx.dtype)) if idx.dtype != np.bool_ else idx
+
+
+def _index_dtype(shape):
+    """The signed index dtype JAX converts gather indices into ``shape`` to (int32, or int64
+    for a dim past int32's range)."""
+    big = builtins.any(d > np.iinfo(np.int32).max for d in shape)
+    return canonicalize_dtype(np.int64 if big else np.int32)
+
+
+def _count_from_end(idx, n, strict=False):
+    """JAX's ``_normalize_index``: ``idx + n`` where ``idx < 0``, computed in ``idx``'s dtype
+    (wrapping); unsigned indices are returned unchanged. ``strict``: a size ``n`` that does not
+    fit the dtype raises ``OverflowError``, as ``x[idx]`` does in JAX."""
+    dt = get_aval(idx).dtype
+    if dt.kind != "i":
+        return idx
+    if strict and n > np.iinfo(dt).max:
+        raise OverflowError(f"Python integer {n} out of bounds for {dt.name}{_where_line()}")
+    with np.errstate(all="ignore"):
+        c = np.asarray(n).astype(dt)[()]
+        if not isinstance(idx, Tracer):
+            v = np.asarray(idx)
+            return np.where(v < 0, v + c, v).astype(dt)
+    return lax.select_n(lax.lt(idx, np.zeros((), dt)[()]), idx, lax.add(idx, c))
+
+
+def _clamp_in_dtype(idx, n):
+    """Indices clamped to ``[0, n - 1]`` in their own dtype (unsigned ones are never negative)."""
+    dt = get_aval(idx).dtype
+    hi = np.asarray(builtins.min(n - 1, np.iinfo(dt).max)).astype(dt)[()]
+    if not isinstance(idx, Tracer):
+        return np.clip(np.asarray(idx), 0, hi).astype(dt)
+    out = lax.min(idx, hi)
+    return lax.max(out, np.zeros((), dt)[()]) if dt.kind == "i" else out
 
 
 # ---------------------------------------------------------------------------------------
@@ -1469,7 +1568,7 @@ def _normalize_index(idx, ndim):
                                  f"got an array of dtype {get_aval(i).dtype.name}{_where_line()}")
             expanded.append(("adv", i))
         elif isinstance(i, np.ndarray):
-            expanded.append(("int", int(i)))
+            expanded.append(("int", i[()]))
         elif i is None:
             expanded.append(("none",))
         elif i is Ellipsis:
@@ -1481,7 +1580,7 @@ def _normalize_index(idx, ndim):
                         f"slice bounds must be static; use lax.dynamic_slice for traced starts{_where_line()}")
             expanded.append(("slice", i))
         elif _is_int_index(i):
-            expanded.append(("int", int(i)))
+            expanded.append(("int", i))  # (its dtype matters: unsigned ints never count from the end)
         else:
             raise IndexError(f"indices must be integers, slices, None, Ellipsis or integer arrays, "
                              f"got {type(i).__name__}{_where_line()}")
@@ -1499,18 +1598,59 @@ def _normalize_index(idx, ndim):
     else:
         expanded = expanded + fill
     if builtins.any(e[0] == "adv" for e in expanded):  # ints join the advanced indices (NumPy)
-        expanded = [("adv", np.asarray(e[1], np.int32)) if e[0] == "int" else e for e in expanded]
+        expanded = [("adv", _int_index_array(e[1])) if e[0] == "int" else e for e in expanded]
     return expanded
 
 
-def _getitem(x, idx):
-    """``x[idx]`` with NumPy semantics: ints (negative too), slices with any step, None, Ellipsis,
-    integer arrays (static or traced; broadcast together, placed as NumPy places them) and
-    concrete bool masks. Out-of-range indices are clamped, as JAX does (NumPy would raise);
-    indexing a size-0 axis raises IndexError."""
+def _int_index_array(i):
+    """A static int index as the 0-d array JAX makes of it: a Python int is int32 (an
+    ``OverflowError`` past its range, as in JAX), a NumPy integer keeps its dtype."""
+    if isinstance(i, np.integer):
+        return _cast(np.asarray(i), canonicalize_dtype(i.dtype))
+    info = np.iinfo(_default_int())
+    if not info.min <= int(i) <= info.max:
+        raise OverflowError(f"Python int {int(i)} too large to convert to {np.dtype(_default_int()).name}"
+                            f"{_where_line()}")
+    return np.asarray(int(i), _default_int())
+
+
+def _static_start(i, n, rank):
+    """The start of a static int index ``i`` into a dim of size ``n`` (> 0), as JAX computes it:
+    in range, counted from the end if negative; out of range, through JAX's dynamic-slice path,
+    where the index keeps its dtype (unsigned ones never count from the end) for a rank-1
+    operand and is converted to int32 for a higher rank; then clamped."""
+    v = int(i)
+    if -n <= v < n:
+        return v + n if v < 0 else v
+    a = _int_index_array(i)
+    if rank > 1:
+        a = _cast(a, _index_dtype((n,)))
+    v = int(a)
+    if a.dtype.kind == "i" and v < 0:
+        v += n
+    return builtins.min(builtins.max(v, 0), n - 1)
+
+
+def _getitem(x, idx, mode=None, fill_value=None):
+    """``x[idx]`` (and ``x.at[idx].get(mode, fill_value)``) with NumPy's indexing: ints (negative
+    too), slices with any step, None, Ellipsis, integer arrays (static or traced; broadcast
+    together, placed as NumPy places them) and concrete bool masks. Out-of-range indices follow
+    JAX: ``mode=None`` (``"promise_in_bounds"``) or ``"clip"`` clamps, ``"fill"`` gives
+    ``fill_value`` (NaN for floats, see ``take``). Negative indices count from the end, except
+    unsigned ones; as in JAX, integer-array indices are converted to int32 after that (so a
+    uint32 index >= 2**31 is out of range at the low end), and so are traced scalar indices of
+    an operand of rank > 1. Indexing a size-0 axis raises IndexError."""
     x = _arr(x)
     shape = get_aval(x).shape
     entries = _normalize_index(idx, len(shape))
+    fill = mode is not None and lax.GatherScatterMode.from_any(mode) is lax.GatherScatterMode.FILL_OR_DROP
+    clip = mode is not None and lax.GatherScatterMode.from_any(mode) is lax.GatherScatterMode.CLIP
+    if fill:  # JAX: only a gather can fill, so static ints join the gather's indices
+        entries = [("adv", _int_index_array(e[1])) if e[0] == "int" else e for e in entries]
+    adv = [e[1] for e in entries if e[0] == "adv"]
+    if adv and not fill and builtins.all(get_aval(a).ndim == 0 for a in adv) and builtins.all(
+            e[1].step in (None, 1, -1) for e in entries if e[0] == "slice"):
+        return _dynamic_slice_getitem(x, shape, entries)
     starts, limits, strides, revs = [], [], [], []
     dim = 0
     for e in entries:
@@ -1531,11 +1671,13 @@ def _getitem(x, idx):
                 starts.append(lo), limits.append(s + 1 if n else 0), strides.append(-st)
                 revs.append(dim)
         elif e[0] == "int":
-            i = e[1]
             if d == 0:
-                raise IndexError(f"index {i} is out of bounds for axis {dim} with size 0{_where_line()}")
-            # As JAX (not NumPy): an out-of-range index is clamped, after counting negatives from the end.
-            i = builtins.min(builtins.max(i + d if i < 0 else i, 0), d - 1)
+                raise IndexError(f"index {e[1]} is out of bounds for axis {dim} with size 0{_where_line()}")
+            if clip:
+                v = int(e[1])
+                i = builtins.min(builtins.max(v + d if v < 0 else v, 0), d - 1)
+            else:
+                i = _static_start(e[1], d, len(shape))
             starts.append(i), limits.append(i + 1), strides.append(1)
         else:  # advanced: keep the whole dim for the gather
             starts.append(0), limits.append(d), strides.append(1)
@@ -1557,7 +1699,38 @@ def _getitem(x, idx):
                 out_shape.append(yshape[dim])
             dim += 1
         return reshape(y, out_shape)
-    return _advanced_getitem(y, yshape, entries, adv_pos)
+    mode = lax.GatherScatterMode.from_any(lax.GatherScatterMode.PROMISE_IN_BOUNDS if mode is None else mode)
+    return _advanced_getitem(y, yshape, entries, adv_pos, mode, fill_value)
+
+
+def _dynamic_slice_getitem(x, shape, entries):
+    """JAX's dynamic-slice path of ``x[idx]``: scalar (0-d) indices, slices of step 1 or -1, None.
+    One ``dynamic_slice`` (which counts signed negative starts from the end and clamps); with
+    more than one dim every start is converted to int32 first, as JAX does."""
+    starts, sizes, revs, out_shape, dim = [], [], [], [], 0
+    for e in entries:
+        if e[0] == "none":
+            out_shape.append(1)
+            continue
+        d = shape[dim]
+        if e[0] == "slice":
+            s, l, st = e[1].indices(d)
+            n = len(range(s, l, st))
+            if st < 0:
+                s = s - n + 1 if n else 0
+                revs.append(dim)
+            starts.append(np.int32(s)), sizes.append(n), out_shape.append(n)
+        else:
+            if d == 0:
+                raise IndexError(f"index is out of bounds for axis {dim} with size 0{_where_line()}")
+            starts.append(e[1]), sizes.append(1)
+        dim += 1
+    if len(starts) > 1:
+        starts = [_cast(i, _index_dtype(shape)) for i in starts]
+    y = lax.dynamic_slice(x, starts, sizes)
+    if revs:
+        y = lax.rev(y, revs)
+    return reshape(y, out_shape)
 
 
 def _entry_dims(entries):
@@ -1570,7 +1743,22 @@ def _entry_dims(entries):
     return dims
 
 
-def _advanced_getitem(y, yshape, entries, adv_pos):
+def _gather_indices(arrays, sizes, idx_dtype, bshape):
+    """JAX's integer-array indices for a gather: each counted from the end where negative (in
+    its own dtype; an unsigned one is never negative), converted to ``idx_dtype``, broadcast to
+    ``bshape`` and stacked on a new last dim (the index vector). Static in, static out."""
+    parts = []
+    for a, n in zip(arrays, sizes):
+        a = _cast(_count_from_end(a, n, strict=True), idx_dtype)
+        a = np.broadcast_to(a, bshape) if not isinstance(a, Tracer) else broadcast_to(a, bshape)
+        parts.append(a)
+    if builtins.all(not isinstance(a, Tracer) for a in parts):
+        return np.stack(parts, axis=-1).astype(idx_dtype)
+    parts = [reshape(a, tuple(bshape) + (1,)) for a in parts]
+    return parts[0] if len(parts) == 1 else concatenate(parts, axis=-1)
+
+
+def _advanced_getitem(y, yshape, entries, adv_pos, mode, fill_value):
     edims = _entry_dims(entries)
     adv_dims = [edims[k] for k in adv_pos]
     rest_dims = [d for d in range(len(yshape)) if d not in adv_dims]
@@ -1582,36 +1770,15 @@ def _advanced_getitem(y, yshape, entries, adv_pos):
                          f"{err.args[0]}{_where_line()}") from None
     if math.prod(yshape[d] for d in adv_dims) == 0:  # an empty axis: fine only if nothing is read
         return _empty_advanced_result(y, yshape, entries, adv_pos, bshape)
-    # One flat index into the advanced dims (clamped per dim, negative indices counted from the end).
-    strides = [math.prod(yshape[d] for d in adv_dims[j + 1:]) for j in range(len(adv_dims))]
-    total = math.prod(yshape[d] for d in adv_dims)
-    idx_dtype = np.int32 if total < 2 ** 31 else np.int64
-    static = builtins.all(not isinstance(a, Tracer) for a in arrays)
-    lin = None
-    for a, d, st in zip(arrays, adv_dims, strides):
-        n = yshape[d]
-        if static:
-            v = np.asarray(a).astype(np.int64)
-            v = np.clip(np.where(v < 0, v + n, v), 0, builtins.max(n - 1, 0)) * st
-            lin = v if lin is None else lin + v
-        else:
-            a = astype(a, idx_dtype) if isinstance(a, Tracer) else asarray(a, idx_dtype)
-            a = where(less(a, 0), add(a, _cast(n, idx_dtype)), a)
-            a = clip(a, _cast(0, idx_dtype), _cast(builtins.max(n - 1, 0), idx_dtype))
-            v = multiply(a, _cast(st, idx_dtype)) if st != 1 else a
-            lin = v if lin is None else add(lin, v)
-    if static:
-        lin = np.broadcast_to(lin, bshape).astype(idx_dtype)
-    else:
-        lin = broadcast_to(lin, bshape)
-    yt = lax.transpose(y, adv_dims + rest_dims)
-    rest_sizes = [yshape[d] for d in rest_dims]
-    yt = reshape(yt, [total] + rest_sizes)
+    # One gather whose index vector has a component per advanced dim (the start_index_map);
+    # those dims collapse, the others are whole windows (offset dims after the batch dims).
+    indices = _gather_indices(arrays, [yshape[d] for d in adv_dims], _index_dtype(yshape), bshape)
     nb = len(bshape)
-    indices = reshape(lin, tuple(bshape) + (1,))
     dn = lax.GatherDimensionNumbers(offset_dims=tuple(range(nb, nb + len(rest_dims))),
-                                    collapsed_slice_dims=(0,), start_index_map=(0,))
-    g = lax.gather(yt, indices, dn, [1] + rest_sizes)
+                                    collapsed_slice_dims=tuple(adv_dims), start_index_map=tuple(adv_dims))
+    sizes = [1 if d in adv_dims else yshape[d] for d in range(len(yshape))]
+    g = lax.gather(y, indices, dn, sizes, mode=mode,
+                   fill_value=fill_value if mode is lax.GatherScatterMode.FILL_OR_DROP else None)
     adjacent = adv_pos == list(range(adv_pos[0], adv_pos[0] + len(adv_pos)))
     out_shape = []
     if adjacent:
@@ -1674,44 +1841,51 @@ class _IndexUpdateRef:
     """``x.at[idx]``: functional updates with static indices, as one XLA scatter.
 
     Indices follow NumPy indexing (ints, slices, None, Ellipsis, integer arrays, bool masks);
-    they must be static (Python/NumPy values). Out-of-range elements are dropped, as in JAX.
+    they must be static (Python/NumPy values). As in JAX, negative indices count from the end
+    (not unsigned ones), integer indices are then converted to int32, and ``mode`` says what
+    happens to the others out of range: ``None``/``"drop"``/``"fill"`` and
+    ``"promise_in_bounds"`` skip their updates, ``"clip"`` clamps them into range.
     With repeated indices, ``set`` keeps the last update and the others combine them all.
+    ``get(mode=None, fill_value=None)`` is ``x[idx]`` with JAX's gather modes (see ``_getitem``).
     """
     __slots__ = ("array", "index")
 
     def __init__(self, array, index):
         self.array, self.index = array, index
 
-    def get(self):
-        return _getitem(self.array, self.index)
+    def get(self, *, indices_are_sorted=False, unique_indices=False, mode=None, fill_value=None):
+        return _getitem(self.array, self.index, mode=mode, fill_value=fill_value)
 
-    def set(self, values):
-        return _scatter_static(self.array, self.index, values, lax.scatter)
+    def set(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
+        return _scatter_static(self.array, self.index, values, lax.scatter, mode)
 
-    def add(self, values):
-        return _scatter_static(self.array, self.index, values, lax.scatter_add)
+    def add(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
+        return _scatter_static(self.array, self.index, values, lax.scatter_add, mode)
 
-    def multiply(self, values):
-        return _scatter_static(self.array, self.index, values, lax.scatter_mul)
+    def multiply(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
+        return _scatter_static(self.array, self.index, values, lax.scatter_mul, mode)
 
     mul = multiply
 
-    def min(self, values):
-        return _scatter_static(self.array, self.index, values, lax.scatter_min)
+    def min(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
+        return _scatter_static(self.array, self.index, values, lax.scatter_min, mode)
 
-    def max(self, values):
-        return _scatter_static(self.array, self.index, values, lax.scatter_max)
+    def max(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
+        return _scatter_static(self.array, self.index, values, lax.scatter_max, mode)
 
 
-def _static_flat_positions(shape, idx):
+def _static_flat_positions(shape, idx, mode=None):
     """The flat position of every element ``x[idx]`` selects, as an int array of the result's
-    shape; elements out of range get -1 (a scatter drops them). NumPy does the indexing on a
+    shape; elements out of range get -1 (a scatter drops them), or, with ``mode="clip"``, are
+    clamped into range. Integer indices are treated as JAX's scatter treats them (counted from
+    the end where negative and signed, then converted to int32). NumPy does the indexing on a
     grid with one extra "out of range" slot per integer-indexed dim."""
     idx = idx if isinstance(idx, tuple) else (idx,)
     for i in idx:
         if isinstance(i, Tracer) or (isinstance(i, builtins.slice) and builtins.any(
                 isinstance(p, Tracer) for p in (i.start, i.stop, i.step))):
             raise errors.UnsupportedError(f"x.at[idx] needs static indices (not traced values){_where_line()}")
+    clip = lax.GatherScatterMode.from_any(mode) is lax.GatherScatterMode.CLIP
     entries = _normalize_index(idx, len(shape))
     int_dims, dim = set(), 0
     for e in entries:
@@ -1732,17 +1906,23 @@ def _static_flat_positions(shape, idx):
         if e[0] == "slice":
             new_idx.append(e[1])
         else:
-            v = np.asarray(e[1]).astype(np.int64)
-            v = np.where((v < -n) | (v >= n), n, np.where(v < 0, v + n, v))
+            a = _int_index_array(e[1]) if e[0] == "int" else np.asarray(e[1])
+            if e[0] == "int" and a.dtype.kind == "i":  # a Python-level count from the end, as JAX's
+                v = int(e[1])
+                a = _cast(np.asarray(v + n if v < 0 else v), a.dtype)
+            else:
+                a = _count_from_end(a, n, strict=True)
+            v = np.asarray(_cast(a, _index_dtype(shape))).astype(np.int64)
+            v = np.clip(v, 0, builtins.max(n - 1, 0)) if clip else np.where((v < 0) | (v >= n), n, v)
             new_idx.append(v if e[0] == "adv" else int(v))
         dim += 1
     return grid[tuple(new_idx)]
 
 
-def _scatter_static(x, idx, values, scatter_fn):
+def _scatter_static(x, idx, values, scatter_fn, mode=None):
     x = _arr(x)
     aval = get_aval(x)
-    pos = _static_flat_positions(aval.shape, idx)
+    pos = _static_flat_positions(aval.shape, idx, mode)
     # As jax.numpy: the update is computed in the promoted dtype of x and the values, and the
     # result converted back to x's dtype (uint8 x.at[i].min(-1.5) is 0, bool .min(-1.5) is True).
     x_out_dtype = aval.dtype

@@ -355,12 +355,39 @@ lowering_rules[lax.dynamic_update_slice_p] = lambda ctx, ops, ia, oa: ctx.add(
     "dynamic-update-slice", shape_of(oa), ops)
 
 
-def _gather(ctx, operands, in_avals, out_aval, *, dimension_numbers, slice_sizes):
+def _gather(ctx, operands, in_avals, out_aval, *, dimension_numbers, slice_sizes, mode=None,
+            fill_value=None):
     dn = dimension_numbers
-    return ctx.add("gather", shape_of(out_aval), operands, offset_dims=tuple(dn.offset_dims),
-                   collapsed_slice_dims=tuple(dn.collapsed_slice_dims),
-                   start_index_map=tuple(dn.start_index_map),
-                   index_vector_dim=in_avals[1].ndim - 1, slice_sizes=tuple(slice_sizes))
+    x, idx = operands
+    fill = mode is lax.GatherScatterMode.FILL_OR_DROP
+    if fill:
+        # As JAX lowers FILL_OR_DROP: the indices as signed ints wide enough for the operand
+        # (so a uint32 index >= 2**31 wraps negative, as in JAX), a window is in bounds iff
+        # 0 <= start <= dim - size for each component, and the native (clamping) gather's
+        # result is replaced by the fill where it is not.
+        itype = np.dtype(np.int64 if any(d > np.iinfo(np.int32).max for d in x.shape.dims) else np.int32)
+        itype = np.dtype(lax.canonicalize_dtype(itype))
+        if idx.shape.dtype != itype:
+            idx = ctx.add("convert", Shape(itype, idx.shape.dims), [idx])
+    out = ctx.add("gather", shape_of(out_aval), [x, idx], offset_dims=tuple(dn.offset_dims),
+                  collapsed_slice_dims=tuple(dn.collapsed_slice_dims),
+                  start_index_map=tuple(dn.start_index_map),
+                  index_vector_dim=in_avals[1].ndim - 1, slice_sizes=tuple(slice_sizes))
+    if not fill:
+        return out
+    idims, k = idx.shape.dims, idx.shape.rank - 1
+    upper = np.array([x.shape.dims[d] - slice_sizes[d] for d in dn.start_index_map], itype)
+    pred = Shape(np.dtype(np.bool_), idims)
+    ge = ctx.add("compare", pred, [idx, ctx.broadcast_to(ctx.constant(0, itype), idims)], direction="GE")
+    le = ctx.add("compare", pred, [idx, ctx.add("broadcast", Shape(itype, idims), [ctx.constant(upper, itype)],
+                                                dimensions=(k,))], direction="LE")
+    ok = ctx.add("and", pred, [ge, le])
+    mask = ctx.add("reduce", Shape(np.dtype(np.bool_), idims[:-1]), [ok, ctx.constant(True, np.bool_)],
+                   called=[ctx.region("and", np.dtype(np.bool_))], dimensions=(k,))
+    batch_dims = tuple(d for d in range(out_aval.ndim) if d not in dn.offset_dims)
+    mask = ctx.add("broadcast", Shape(np.dtype(np.bool_), out_aval.shape), [mask], dimensions=batch_dims)
+    filled = ctx.broadcast_to(ctx.constant(fill_value, out_aval.dtype), out_aval.shape)
+    return ctx.add("select", shape_of(out_aval), [mask, out, filled])
 
 
 lowering_rules[lax.gather_p] = _gather
@@ -380,11 +407,31 @@ def scatter_region(ctx, combiner, dtype) -> HloComputation:
     return comp
 
 
+def _clamp_scatter_indices(ctx, operand, idx, updates, dn):
+    """CLIP mode: each start index clamped to [0, dim - window size] in the indices' dtype."""
+    a = iter(dn.update_window_dims)
+    window = [1 if d in dn.inserted_window_dims else updates.shape.dims[next(a)]
+              for d in range(operand.shape.rank)]
+    upper = [operand.shape.dims[d] - window[d] for d in dn.scatter_dims_to_operand_dims]
+    if min(upper, default=0) < 0:  # an empty operand: every window is dropped anyway
+        return idx
+    dt = idx.shape.dtype
+    upper = np.array([min(u, np.iinfo(dt).max) for u in upper], dt)
+    dims = idx.shape.dims
+    hi = ctx.add("broadcast", Shape(dt, dims), [ctx.constant(upper, dt)], dimensions=(len(dims) - 1,))
+    return ctx.add("clamp", Shape(dt, dims), [ctx.broadcast_to(ctx.constant(0, dt), dims), idx, hi])
+
+
 def _scatter(combiner):
     def rule(ctx, operands, in_avals, out_aval, *, dimension_numbers, indices_are_sorted=False,
-             unique_indices=False):
+             unique_indices=False, mode=None):
         dn = dimension_numbers
-        return ctx.add("scatter", shape_of(out_aval), operands,
+        x, idx, upd = operands
+        if mode is lax.GatherScatterMode.CLIP:
+            idx = _clamp_scatter_indices(ctx, x, idx, upd, dn)
+        # FILL_OR_DROP and PROMISE_IN_BOUNDS are HLO scatter's own semantics: out-of-bounds
+        # windows are skipped.
+        return ctx.add("scatter", shape_of(out_aval), [x, idx, upd],
                        called=[scatter_region(ctx, combiner, out_aval.dtype)],
                        update_window_dims=tuple(dn.update_window_dims),
                        inserted_window_dims=tuple(dn.inserted_window_dims),

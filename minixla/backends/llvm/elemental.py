@@ -510,9 +510,21 @@ def clamp_i64(b, v, lo: int, hi: int):
     return b.select(b.icmp_signed(">", v, T.i64(hi)), T.i64(hi), v)
 
 
+def clamp_index(b, v, dtype, hi: int):
+    """An index value (``index_value``'s i64) clamped to ``[0, hi]`` as XLA clamps a start
+    index: by its dtype's order, so a uint64 index >= 2**63 is large, not negative."""
+    if T.is_signed(np.dtype(dtype)):
+        return clamp_i64(b, v, 0, hi)
+    return b.select(b.icmp_unsigned(">", v, T.i64(hi)), T.i64(hi), v)
+
+
 def _scalar_operand_i64(em, instr, k):
     op = instr.operands[k]
     return index_value(em.builder, em.emit(op, _scalar_index(em.builder)), op.shape.dtype)
+
+
+def _clamped_start(em, instr, k, hi: int):
+    return clamp_index(em.builder, _scalar_operand_i64(em, instr, k), instr.operands[k].shape.dtype, hi)
 
 
 def _reverse_rule(em, instr, index):
@@ -576,7 +588,7 @@ def _dynamic_slice_rule(em, instr, index):
     sizes = instr.attrs["dynamic_slice_sizes"]
     multi = []
     for d, (v, n, size) in enumerate(zip(index.multi, operand.shape.dims, sizes)):
-        start = clamp_i64(b, _scalar_operand_i64(em, instr, 1 + d), 0, n - size)
+        start = _clamped_start(em, instr, 1 + d, n - size)
         multi.append(b.add(start, v))
     return em.operand(instr, 0, Index(b, operand.shape.dims, multi=multi))
 
@@ -588,7 +600,7 @@ def _dynamic_update_slice_rule(em, instr, index):
         return em.operand(instr, 0, index)
     inside, rel = None, []
     for d, (v, n, u) in enumerate(zip(index.multi, operand.shape.dims, update.shape.dims)):
-        start = clamp_i64(b, _scalar_operand_i64(em, instr, 2 + d), 0, n - u)
+        start = _clamped_start(em, instr, 2 + d, n - u)
         r = b.sub(v, start)
         ok = b.icmp_unsigned("<", r, T.i64(u))
         rel.append(r)
@@ -618,7 +630,7 @@ def gather_operand_index(em, instr, out_multi):
     for k, d in enumerate(start_map):
         iv = em.emit(indices, Index(b, indices.shape.dims, multi=batch + [T.i64(k)]))
         v = index_value(b, iv, indices.shape.dtype)
-        start[d] = clamp_i64(b, v, 0, operand.shape.dims[d] - sizes[d])
+        start[d] = clamp_index(b, v, indices.shape.dtype, operand.shape.dims[d] - sizes[d])
     window_dims = [d for d in range(operand.shape.rank) if d not in collapsed]
     multi = list(start)
     for d, off in zip(window_dims, offsets):
