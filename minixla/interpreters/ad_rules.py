@@ -542,34 +542,32 @@ defbilinear(L.conv_general_dilated_p, _conv_lhs_t, _conv_rhs_t)
 
 # ---------------------------------------------------------------------------------------
 # Gather / scatter-add (both linear in their array operands; indices have no tangent).
-# minixla's gather clamps start indices (JAX's mode='clip') and its scatter drops windows that
-# do not fit (mode='drop'); each transpose keeps that: the gather's cotangent is scattered at
-# the clamped indices, the scatter's updates get zero cotangent where they were dropped.
+# Each transpose keeps the primal's out-of-bounds mode (``lax.GatherScatterMode``): a clamped
+# gather (CLIP, or PROMISE_IN_BOUNDS, which HLO clamps) scatters its cotangent at the clamped
+# starts; a filling gather (FILL_OR_DROP) drops the cotangent of a filled window, since the fill
+# does not depend on the operand. A scatter's update gets the cotangent gathered the same way:
+# zero (a fill of 0) where the scatter dropped the window.
 
-def _clamped_indices(idx, operand_shape, index_map, window):
-    """``idx`` clamped per index-vector entry k into ``[0, operand_shape[d] - window[d]]``, d = index_map[k]."""
-    dtype = get_aval(idx).dtype
-    shape = _shape(idx)
-    hi = np.array([operand_shape[d] - window[d] for d in index_map], dtype)
-    hi_b = L.broadcast_in_dim_p.bind(hi, shape=shape, broadcast_dimensions=(len(shape) - 1,))
-    return L.min(L.max(idx, np.zeros((), dtype)[()]), hi_b)
+_M = L.GatherScatterMode
 
 
-def _gather_jvp(primals, tangents, *, dimension_numbers, slice_sizes):
+def _gather_jvp(primals, tangents, *, dimension_numbers, slice_sizes, mode=None, fill_value=None):
     x, idx = primals
-    ans = L.gather_p.bind(x, idx, dimension_numbers=dimension_numbers, slice_sizes=slice_sizes)
+    ans = L.gather_p.bind(x, idx, dimension_numbers=dimension_numbers, slice_sizes=slice_sizes,
+                          mode=mode, fill_value=fill_value)
     if isinstance(tangents[0], Zero):
         return ans, Zero(tangent_aval(get_aval(ans)))
-    return ans, L.gather_p.bind(tangents[0], idx, dimension_numbers=dimension_numbers, slice_sizes=slice_sizes)
+    t_fill = None if fill_value is None else np.zeros((), get_aval(ans).dtype)[()]
+    return ans, L.gather_p.bind(tangents[0], idx, dimension_numbers=dimension_numbers,
+                                slice_sizes=slice_sizes, mode=mode, fill_value=t_fill)
 
 
-def _gather_t(ct, x, idx, *, dimension_numbers, slice_sizes):
+def _gather_t(ct, x, idx, *, dimension_numbers, slice_sizes, mode=None, fill_value=None):
     dn = dimension_numbers
-    shape = x.aval.shape
-    idx = _clamped_indices(idx, shape, dn.start_index_map, slice_sizes)
     sdn = L.ScatterDimensionNumbers(tuple(dn.offset_dims), tuple(dn.collapsed_slice_dims), tuple(dn.start_index_map))
+    scatter_mode = _M.FILL_OR_DROP if mode is _M.FILL_OR_DROP else _M.CLIP
     out = L.scatter_add_p.bind(zeros_like_aval(x.aval), idx, ct, dimension_numbers=sdn,
-                               indices_are_sorted=False, unique_indices=False)
+                               indices_are_sorted=False, unique_indices=False, mode=scatter_mode)
     return [out, None]
 
 
@@ -586,7 +584,7 @@ def _scatter_add_jvp(primals, tangents, **params):
     return ans, L.scatter_add_p.bind(instantiate(tx), idx, instantiate(tu), **params)
 
 
-def _scatter_add_t(ct, x, idx, upd, *, dimension_numbers, **_):
+def _scatter_add_t(ct, x, idx, upd, *, dimension_numbers, mode=None, **_):
     dn = dimension_numbers
     t_x = ct if is_undefined(x) else None
     t_u = None
@@ -597,17 +595,12 @@ def _scatter_add_t(ct, x, idx, upd, *, dimension_numbers, **_):
         sizes = tuple(1 if d in dn.inserted_window_dims else next(win) for d in range(len(op_shape)))
         gdn = L.GatherDimensionNumbers(tuple(dn.update_window_dims), tuple(dn.inserted_window_dims),
                                        tuple(dn.scatter_dims_to_operand_dims))
-        g = L.gather_p.bind(ct, idx, dimension_numbers=gdn, slice_sizes=sizes)
-        # a window that did not fit was dropped by the scatter: it gets no cotangent
-        ishape = _shape(idx)
-        dtype = get_aval(idx).dtype
-        hi = np.array([op_shape[d] - sizes[d] for d in dn.scatter_dims_to_operand_dims], dtype)
-        hi_b = L.broadcast_in_dim_p.bind(hi, shape=ishape, broadcast_dimensions=(len(ishape) - 1,))
-        ok = L.bitwise_and(L.ge(idx, np.zeros((), dtype)[()]), L.le(idx, hi_b))
-        ok = L.reduce_and_p.bind(ok, axes=(len(ishape) - 1,))
-        batch_dims = tuple(d for d in range(len(upd_shape)) if d not in dn.update_window_dims)
-        ok = L.broadcast_in_dim_p.bind(ok, shape=upd_shape, broadcast_dimensions=batch_dims)
-        t_u = L.select_n_p.bind(ok, zeros_like_aval(get_aval(g)), g)
+        if mode is _M.CLIP:
+            t_u = L.gather_p.bind(ct, idx, dimension_numbers=gdn, slice_sizes=sizes, mode=_M.CLIP,
+                                  fill_value=None)
+        else:  # the scatter dropped a window that did not fit: it gets no cotangent
+            t_u = L.gather_p.bind(ct, idx, dimension_numbers=gdn, slice_sizes=sizes, mode=_M.FILL_OR_DROP,
+                                  fill_value=np.zeros((), get_aval(ct).dtype)[()])
     return [t_x, None, t_u]
 
 

@@ -260,7 +260,7 @@ def _dynamic_slice_b(vals, dims, *, slice_sizes):
         nd = len(slice_sizes)
         gdn = L.GatherDimensionNumbers(tuple(range(nd)), (), tuple(range(nd)))
         return _gather_b([x, _index_vector(idx, didx, size)], [dx, 0], dimension_numbers=gdn,
-                         slice_sizes=tuple(slice_sizes))
+                         slice_sizes=tuple(slice_sizes), mode=L.GatherScatterMode.CLIP, fill_value=None)
     x = moveaxis(x, dx, 0)
     size = get_aval(x).shape[0]
     zero = np.zeros((), get_aval(idx[0]).dtype)[()] if idx else np.int32(0)
@@ -283,7 +283,8 @@ def _dynamic_update_slice_b(vals, dims):
         nd = len(ex_x)
         sdn = L.ScatterDimensionNumbers(tuple(range(nd)), (), tuple(range(nd)))
         return batching_rules[L.scatter_p]([x, vec, upd], [dx, 0, du], dimension_numbers=sdn,
-                                           indices_are_sorted=True, unique_indices=True)
+                                           indices_are_sorted=True, unique_indices=True,
+                                           mode=L.GatherScatterMode.PROMISE_IN_BOUNDS)
     x, upd = bdim_at_front(x, dx, size), bdim_at_front(upd, du, size)
     zero = np.zeros((), get_aval(idx[0]).dtype)[()] if idx else np.int32(0)
     return L.dynamic_update_slice_p.bind(x, upd, zero, *idx), 0
@@ -325,7 +326,7 @@ batching_rules[L.dot_general_p] = _dot_general_b
 # ---------------------------------------------------------------------------------------
 # Gather, convolution.
 
-def _gather_b(vals, dims, *, dimension_numbers, slice_sizes):
+def _gather_b(vals, dims, *, dimension_numbers, slice_sizes, **modes):
     """Operand batched: the batch is one more (leading) window dim. Indices batched: one more
     leading index batch dim. Both: an iota joins the index vector to pick each example's slice."""
     (x, idx), (dx, di) = vals, dims
@@ -336,12 +337,12 @@ def _gather_b(vals, dims, *, dimension_numbers, slice_sizes):
         size = get_aval(x).shape[0]
         gdn = L.GatherDimensionNumbers((0,) + inc(dn.offset_dims), inc(dn.collapsed_slice_dims),
                                        inc(dn.start_index_map))
-        return L.gather_p.bind(x, idx, dimension_numbers=gdn, slice_sizes=(size,) + tuple(slice_sizes)), 0
+        return L.gather_p.bind(x, idx, dimension_numbers=gdn, slice_sizes=(size,) + tuple(slice_sizes), **modes), 0
     idx = moveaxis(idx, di, 0)
     if dx is None:
         gdn = L.GatherDimensionNumbers(inc(dn.offset_dims), tuple(dn.collapsed_slice_dims),
                                        tuple(dn.start_index_map))
-        return L.gather_p.bind(x, idx, dimension_numbers=gdn, slice_sizes=tuple(slice_sizes)), 0
+        return L.gather_p.bind(x, idx, dimension_numbers=gdn, slice_sizes=tuple(slice_sizes), **modes), 0
     x = moveaxis(x, dx, 0)
     ishape = get_aval(idx).shape
     dtype = get_aval(idx).dtype
@@ -349,7 +350,7 @@ def _gather_b(vals, dims, *, dimension_numbers, slice_sizes):
     idx = L.concatenate_p.bind(counts, idx, dimension=len(ishape) - 1)
     gdn = L.GatherDimensionNumbers(inc(dn.offset_dims), (0,) + inc(dn.collapsed_slice_dims),
                                    (0,) + inc(dn.start_index_map))
-    return L.gather_p.bind(x, idx, dimension_numbers=gdn, slice_sizes=(1,) + tuple(slice_sizes)), 0
+    return L.gather_p.bind(x, idx, dimension_numbers=gdn, slice_sizes=(1,) + tuple(slice_sizes), **modes), 0
 
 
 batching_rules[L.gather_p] = _gather_b
