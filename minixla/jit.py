@@ -260,6 +260,17 @@ class Jitted:
         except (TypeError, ValueError):  # builtins without a signature
             params = []
         names = [p.name for p in params if p.kind is p.POSITIONAL_OR_KEYWORD]
+        try:
+            has_varargs = any(p.kind is p.VAR_POSITIONAL for p in inspect.signature(fun).parameters.values())
+            known = True
+        except (TypeError, ValueError):
+            known = False
+        bad = [i for i in self.static_argnums if not -len(params) <= i < len(params)]
+        if known and not has_varargs and bad:
+            # as jax.jit, at decoration time: a static argnum the function cannot receive
+            raise errors.StaticArgumentError(
+                f"Jitted function has static_argnums={self.static_argnums}, but only accepts "
+                f"{len(params)} positional arguments.\n  at: {errors.user_source_line()}")
         self.static_argnames += tuple(params[i].name for i in self.static_argnums
                                       if -len(params) <= i < len(params) and params[i].name in names
                                       and params[i].name not in self.static_argnames)

@@ -109,3 +109,32 @@ def test_concurrent_first_calls_compile_once(backend):
         np.testing.assert_array_equal(r, x * 2.0 + 1.0)
     g(np.ones(3, np.float32))
     assert traces == [(8,), (3,)]
+
+
+def test_trace_stack_is_per_thread():
+    """While one thread traces, a jitted call in another thread compiles and runs on its own
+    (the trace stack is thread-local, as JAX's trace state): it is neither inlined into the
+    other thread's trace nor does it leak its equations there."""
+    import threading
+    import minixla.numpy as mnp
+    started, release = threading.Event(), threading.Event()
+
+    def slow(x):
+        y = mnp.sin(x)
+        started.set()
+        release.wait(10)
+        return y * 2
+
+    g = minixla.jit(lambda x: mnp.cos(x) + mnp.arange(8, dtype=np.float32))
+    x = np.linspace(-1, 1, 8).astype(np.float32)
+    box = {}
+    t = threading.Thread(target=lambda: box.update(jaxpr=minixla.make_jaxpr(slow)(x)))
+    t.start()
+    assert started.wait(10)
+    try:
+        out = g(x)  # another thread is inside a trace right now
+    finally:
+        release.set()
+        t.join()
+    np.testing.assert_allclose(out, np.cos(x) + np.arange(8), rtol=1e-6)
+    assert [e.primitive.name for e in box["jaxpr"].jaxpr.eqns] == ["sin", "mul"]

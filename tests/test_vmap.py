@@ -84,7 +84,10 @@ def test_vmap_errors_match_jax():
             theirs()
         with pytest.raises(ValueError) as got:
             ours()
-        assert str(got.value) == str(want.value)
+        # JAX's message word for word, then the user's line (a minixla error: TypeError/ValueError)
+        msg, at = str(got.value).rsplit("\n  at: ", 1)
+        assert msg == str(want.value)
+        assert isinstance(got.value, minixla.errors.MinixlaError) and __file__ in at
     add = lambda x, y: x + y  # noqa: E731
     a2, a3 = np.ones(2, np.float32), np.ones(3, np.float32)
     check(lambda: minixla.vmap(add)(a2, a3), lambda: jax.vmap(add)(a2, a3))

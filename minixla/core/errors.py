@@ -14,6 +14,7 @@ import ast
 import functools
 import linecache
 import os
+import re
 import sys
 
 import jax
@@ -54,6 +55,19 @@ class TracerIntegerConversionError(ConcretizationTypeError):
 
 class UnexpectedTracerError(MinixlaError, TypeError):
     """A tracer from a finished or outer trace was used (``jax.errors.UnexpectedTracerError``)."""
+
+
+class StaticArgumentError(MinixlaError, ValueError):
+    """``static_argnums``/``static_argnames`` that do not fit the function (as ``jax.jit``'s ValueError)."""
+
+
+class TransformTypeError(MinixlaError, TypeError):
+    """A transformation (``grad``, ``jvp``, ``vjp``, ``vmap``, ...) called on arguments it cannot
+    take: JAX's message and TypeError, plus the user's line."""
+
+
+class TransformValueError(MinixlaError, ValueError):
+    """A transformation's ValueError (``vmap`` axis sizes or ``in_axes``), with the user's line."""
 
 
 class ScalarOverflowError(MinixlaError, OverflowError):
@@ -273,9 +287,9 @@ def _jax_function_message(frame, lasti, jax_said: str = "") -> str:
 
 def jax_function_error_from(e: BaseException):
     """If ``e`` is JAX's complaint about a minixla tracer passed to one of its functions (JAX
-    names the offending type, ``minixla.core.tracing.Tracer``), a ``JaxFunctionError`` naming
+    names the offending type: ``minixla.core.tracing.Tracer``, a JVP or a batching tracer), a ``JaxFunctionError`` naming
     that function, its minixla counterpart and the user's line; else None."""
-    if isinstance(e, MinixlaError) or "minixla.core.tracing.Tracer" not in str(e):
+    if isinstance(e, MinixlaError) or not re.search(r"minixla\.[\w.]*Tracer\b", str(e)):
         return None
     tb, user = e.__traceback__, None
     while tb is not None:

@@ -9,6 +9,7 @@ closed-over arrays become constvars.
 from __future__ import annotations
 
 import functools
+import threading
 
 import numpy as np
 from jax import tree_util
@@ -21,7 +22,36 @@ from minixla.core.jaxpr import ClosedJaxpr, Jaxpr, JaxprEqn, Literal, SourceInfo
 #: (``JaxprTrace``) and the transformations' traces (``minixla.interpreters``: JVP, batching)
 #: share this one stack, as JAX's trace levels do: a primitive is processed by the trace of
 #: the highest level among its operands, which treats the others as constants.
-_trace_stack: list = []
+class _ThreadLocalStack(threading.local):
+    """A list per thread (JAX's trace state is thread-local too): a thread that traces must not
+    see another thread's traces, or a jitted call made there would be inlined into them."""
+
+    def __init__(self):
+        self.items = []
+
+    def append(self, x):
+        self.items.append(x)
+
+    def pop(self):
+        return self.items.pop()
+
+    def __len__(self):
+        return len(self.items)
+
+    def __bool__(self):
+        return bool(self.items)
+
+    def __getitem__(self, i):
+        return self.items[i]
+
+    def __iter__(self):
+        return iter(self.items)
+
+    def __reversed__(self):
+        return reversed(self.items)
+
+
+_trace_stack = _ThreadLocalStack()
 
 
 class new_trace:
@@ -35,9 +65,17 @@ class new_trace:
         _trace_stack.append(self.trace)
         return self.trace
 
-    def __exit__(self, *exc):
+    def __exit__(self, exc_type, exc, tb):
         popped = _trace_stack.pop()
         assert popped is self.trace, "trace stack out of order"
+        if isinstance(exc, (TypeError, ValueError)):
+            # JAX's bare "is not a valid JAX type" for one of our tracers (a jax.numpy function
+            # called inside jit, grad or vmap): say which JAX function it was and what to call
+            # instead. Every trace (jaxpr, JVP, batching) ends here, so all of them say it.
+            jax_error = errors.jax_function_error_from(exc)
+            if jax_error is not None:
+                raise jax_error.with_traceback(tb) from None
+        return False
 
 
 def current_jaxpr_trace():
@@ -276,15 +314,7 @@ def trace_to_jaxpr(fun, in_avals, trace=None):
     trace = trace if trace is not None else JaxprTrace()
     with new_trace(trace):
         in_tracers = [trace.new_arg(a) for a in in_avals]
-        try:
-            outs = fun(*in_tracers)
-        except (TypeError, ValueError) as e:
-            # JAX's bare "is not a valid JAX type" for our tracer: say which JAX function it was
-            # and what to call instead.
-            jax_error = errors.jax_function_error_from(e)
-            if jax_error is None:
-                raise
-            raise jax_error.with_traceback(e.__traceback__) from None
+        outs = fun(*in_tracers)  # (a JAX function meeting a tracer is reported by new_trace)
         out_atoms = [trace.to_atom(o) for o in outs]
     # Outputs that are literals or inputs still need a variable of their own.
     outvars = []

@@ -49,6 +49,16 @@ def flatten_fun(fun, in_tree):
     return flat_fun, store
 
 
+def _type_error(msg: str):
+    """JAX's TypeError message for a misused transformation, as a minixla error with the user's line."""
+    return errors.TransformTypeError(f"{msg}\n  at: {errors.user_source_line()}")
+
+
+def _value_error(msg: str):
+    """JAX's ValueError message for a misused transformation, with the user's line."""
+    return errors.TransformValueError(f"{msg}\n  at: {errors.user_source_line()}")
+
+
 def _fun_name(fun):
     return getattr(fun, "__name__", type(fun).__name__)
 
@@ -64,22 +74,22 @@ def jvp(fun, primals, tangents, has_aux=False):
     zero tangents. Raises ``TypeError``/``ValueError`` with JAX's messages on a mismatch.
     """
     if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
-        raise TypeError("primal and tangent arguments to jax.jvp must be tuples or lists; found "
+        raise _type_error("primal and tangent arguments to jax.jvp must be tuples or lists; found "
                         f"{type(primals).__name__} and {type(tangents).__name__}.")
     flat_p, tree_p = tree_util.tree_flatten(tuple(primals))
     flat_t, tree_t = tree_util.tree_flatten(tuple(tangents))
     if tree_p != tree_t:
-        raise TypeError("primal and tangent arguments to jax.jvp must have the same tree structure; "
+        raise _type_error("primal and tangent arguments to jax.jvp must have the same tree structure; "
                         f"primals have tree structure {tree_p} whereas tangents have tree structure {tree_t}.")
     tans = []
     for p, t in zip(flat_p, flat_t):
         pa, ta = get_aval(p), get_aval(t)
         if pa.shape != ta.shape:
-            raise ValueError(f"jvp called with different primal and tangent shapes;Got primal shape "
+            raise _value_error(f"jvp called with different primal and tangent shapes;Got primal shape "
                              f"{pa.shape} and tangent shape as {ta.shape}")
         want = tangent_aval(pa).dtype
         if np.dtype(t.dtype if hasattr(t, "dtype") else ta.dtype) != want and ta.dtype != want:
-            raise TypeError("primal and tangent arguments to jax.jvp do not match; dtypes must be equal, "
+            raise _type_error("primal and tangent arguments to jax.jvp do not match; dtypes must be equal, "
                             "or in case of int/bool primal dtype the tangent dtype must be float0."
                             f"Got primal dtype {pa.dtype.name} and so expected tangent dtype {want}, but "
                             f"got tangent dtype {ta.dtype.name} instead.")
@@ -104,7 +114,7 @@ def _aux_fun(fun, has_aux):
     def wrapped(*args, **kwargs):
         res = fun(*args, **kwargs)
         if not (isinstance(res, (tuple, list)) and len(res) == 2):
-            raise TypeError("expected function with aux output to return a two-element tuple, but got "
+            raise _type_error("expected function with aux output to return a two-element tuple, but got "
                             f"type {type(res)} with value {res!r}")
         return (res[0], _stop_all(res[1]))
     return wrapped
@@ -142,7 +152,7 @@ def linearize(fun, *primals, has_aux=False):
     def f_jvp(*tangents):
         flat_t, t_tree = tree_util.tree_flatten(tangents)
         if t_tree != in_tree:
-            raise TypeError(f"linearized function called on tangent values inconsistent with the original "
+            raise _type_error(f"linearized function called on tangent values inconsistent with the original "
                             f"primal values: expected tree structure {in_tree}, got {t_tree}")
         outs = lin(*flat_t)
         return tree_util.tree_unflatten(main_tree, [_leaf_out(x) for x in outs[:n_main]])
@@ -173,7 +183,7 @@ def vjp(fun, *primals, has_aux=False):
     def vjp_fun(ct):
         flat_ct, ct_tree = tree_util.tree_flatten(ct)
         if ct_tree != main_tree:
-            raise ValueError("unexpected tree structure.\n\nThe argument to a VJP function returned by "
+            raise _value_error("unexpected tree structure.\n\nThe argument to a VJP function returned by "
                              "`jax.vjp` must match the pytree\nstructure of the differentiated function "
                              f"{_fun_name(fun)}.\n\nBut the tree structures differ: expected {main_tree}, "
                              f"got {ct_tree}")
@@ -185,7 +195,7 @@ def vjp(fun, *primals, has_aux=False):
                 cts.append(Zero(want))
                 continue
             if got.shape != want.shape or got.dtype != want.dtype:
-                raise ValueError(
+                raise _value_error(
                     "unexpected JAX type (e.g. shape/dtype) for argument to VJP function: got "
                     f"{got.dtype.name}{list(got.shape)}, but expected {want.dtype.name}{list(want.shape)} "
                     "because the corresponding output of the differentiated function had JAX type "
@@ -210,7 +220,7 @@ def linear_transpose(fun, *primals, reduce_axes=()):
     in_avals = [get_aval(x) for x in flat]
     for a in in_avals:
         if not is_float(a.dtype):
-            raise TypeError(f"linear_transpose only supports [float or complex] -> [float or complex], "
+            raise _type_error(f"linear_transpose only supports [float or complex] -> [float or complex], "
                             f"and integer -> integer functions, but got {a.dtype.name} input")
     flat_fun, out_store = flatten_fun(fun, in_tree)
     closed = trace_to_jaxpr(flat_fun, in_avals)
@@ -220,10 +230,10 @@ def linear_transpose(fun, *primals, reduce_axes=()):
         ct = cts[0] if len(cts) == 1 else cts
         flat_ct, ct_tree = tree_util.tree_flatten(ct)
         if ct_tree != out_tree:
-            raise TypeError(f"cotangent tree does not match function output, expected {out_tree} but got {ct_tree}")
+            raise _type_error(f"cotangent tree does not match function output, expected {out_tree} but got {ct_tree}")
         for c, a in zip(flat_ct, closed.out_avals):
             if get_aval(c).shape != a.shape or get_aval(c).dtype != a.dtype:
-                raise TypeError(f"cotangent type does not match function output, expected {a.str_short()} "
+                raise _type_error(f"cotangent type does not match function output, expected {a.str_short()} "
                                 f"but got {get_aval(c).str_short()}")
         in_cts = ad.backward_pass(closed.jaxpr, closed.consts, flat_ct)
         in_cts = [zeros_like_aval(a) if isinstance(c, Zero) else c for c, a in zip(in_cts, in_avals)]
@@ -238,9 +248,9 @@ def _leaf_tree(tree):
 def _argnums_check(fun, argnums, n_args, what="differentiating"):
     nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
     if any(not isinstance(a, int) for a in nums):
-        raise TypeError(f"argnums must be an int or a tuple of ints, got {argnums!r}")
+        raise _type_error(f"argnums must be an int or a tuple of ints, got {argnums!r}")
     if nums and (max(nums) >= n_args or min(nums) < -n_args):
-        raise TypeError(f"{what} with respect to argnums={argnums} requires at least {max(nums) + 1} "
+        raise _type_error(f"{what} with respect to argnums={argnums} requires at least {max(nums) + 1} "
                         f"positional arguments to be passed by the caller, but got only {n_args} "
                         "positional arguments.")
     return tuple(a % n_args for a in nums)
@@ -249,7 +259,7 @@ def _argnums_check(fun, argnums, n_args, what="differentiating"):
 def _check_input_dtype(x, allow_int, name="grad"):
     dtype = get_aval(x).dtype
     if not is_float(dtype) and not allow_int:
-        raise TypeError(f"{name} requires real- or complex-valued inputs (input dtype that is a sub-dtype of "
+        raise _type_error(f"{name} requires real- or complex-valued inputs (input dtype that is a sub-dtype of "
                         f"np.inexact), but got {dtype.name}. If you want to use Boolean- or integer-valued "
                         "inputs, use vjp or set allow_int to True.")
 
@@ -292,11 +302,11 @@ def _check_scalar(out):
     try:
         aval = get_aval(out)
     except TypeError:
-        raise TypeError(msg.format(f"was {out}")) from None
+        raise _type_error(msg.format(f"was {out}")) from None
     if aval.shape != ():
-        raise TypeError(msg.format(f"had shape: {aval.shape}"))
+        raise _type_error(msg.format(f"had shape: {aval.shape}"))
     if not is_float(aval.dtype) or aval.dtype.kind == "c":
-        raise TypeError("grad requires real-valued outputs (output dtype that is a sub-dtype of np.floating), "
+        raise _type_error("grad requires real-valued outputs (output dtype that is a sub-dtype of np.floating), "
                         f"but got {aval.dtype.name}. For differentiation of functions with integer outputs, "
                         "use jax.vjp directly.")
 
@@ -344,7 +354,7 @@ def jacfwd(fun, argnums=0, has_aux=False, holomorphic=False):
         flat, in_tree = tree_util.tree_flatten(dyn)
         for x in flat:
             if not is_float(get_aval(x).dtype):
-                raise TypeError(f"jacfwd requires real-valued inputs (input dtype that is a sub-dtype of "
+                raise _type_error(f"jacfwd requires real-valued inputs (input dtype that is a sub-dtype of "
                                 f"np.floating), but got {get_aval(x).dtype.name}. For holomorphic "
                                 "differentiation, pass holomorphic=True. For differentiation of "
                                 "non-holomorphic functions involving complex inputs or integer inputs, "
@@ -455,7 +465,7 @@ def _flatten_axes(what, tree, axes):
     try:
         tree_util.tree_map(add, axes, proxy, is_leaf=lambda x: x is None)
     except ValueError:
-        raise ValueError(f"{what} specification must be a tree prefix of the corresponding value, got "
+        raise _value_error(f"{what} specification must be a tree prefix of the corresponding value, got "
                          f"specification {axes} for value tree {tree}.") from None
     return out
 
@@ -474,7 +484,7 @@ def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None, spmd_axis_n
     @_wraps(fun)
     def vmap_f(*args, **kwargs):
         if isinstance(in_axes, tuple) and len(in_axes) != len(args):
-            raise ValueError("vmap in_axes must be an int, None, or a tuple of entries corresponding to the "
+            raise _value_error("vmap in_axes must be an int, None, or a tuple of entries corresponding to the "
                              f"positional arguments passed to the function, but got len(in_axes)={len(in_axes)}, "
                              f"len(args)={len(args)}")
         flat, in_tree = tree_util.tree_flatten(args)
@@ -490,15 +500,15 @@ def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None, spmd_axis_n
                 continue
             shape = get_aval(x).shape
             if not -len(shape) <= ax < len(shape):
-                raise ValueError(f"vmap was requested to map its argument along axis {ax}, which implies that "
+                raise _value_error(f"vmap was requested to map its argument along axis {ax}, which implies that "
                                  f"its rank should be at least {(ax if ax >= 0 else -ax - 1) + 1}, but is only "
                                  f"{len(shape)} (its shape is {shape})")
             sizes.append(shape[ax % len(shape)])
         if not sizes and axis_size is None:
-            raise ValueError("vmap must have at least one non-None value in in_axes or axis_size must be specified")
+            raise _value_error("vmap must have at least one non-None value in in_axes or axis_size must be specified")
         size = axis_size if axis_size is not None else sizes[0]
         if any(s != size for s in sizes):
-            raise ValueError(_inconsistent_sizes(fun, args, in_tree, flat, axes))
+            raise _value_error(_inconsistent_sizes(fun, args, in_tree, flat, axes))
         trace = BatchTrace(size)
         with new_trace(trace):
             ins = [BatchTracer(trace, x, ax % get_aval(x).ndim) if ax is not None else x for x, ax in zip(flat, axes)]
@@ -517,11 +527,11 @@ def _move_out(v, d, oa, size):
     from minixla import lax
     if oa is None:
         if d is not None:
-            raise ValueError("vmap has mapped output but out_axes is None")
+            raise _value_error("vmap has mapped output but out_axes is None")
         return v
     nd = get_aval(v).ndim + (1 if d is None else 0)
     if not -nd <= oa < nd:
-        raise ValueError(f"axis {oa} is out of bounds for array of dimension {nd}")
+        raise _value_error(f"axis {oa} is out of bounds for array of dimension {nd}")
     oa %= nd
     if d is None:
         shape = get_aval(v).shape

@@ -1,0 +1,47 @@
+"""Misused transformations and JAX functions inside them: minixla errors (subclasses of the
+builtin JAX raises) with JAX's message and the user's line (fresh-user findings)."""
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import minixla
+from minixla import errors
+
+A = np.ones(3, np.float32)
+
+
+@pytest.mark.parametrize("call", [
+    lambda: minixla.grad(lambda x: jnp.sum(x))(A),
+    lambda: minixla.jit(minixla.grad(lambda x: jnp.sum(x)))(A),
+    lambda: minixla.vmap(lambda x: jnp.sin(x))(A),
+    lambda: minixla.jvp(lambda x: jnp.cos(x), (A,), (A,)),
+], ids=["grad", "jit-grad", "vmap", "jvp"])
+def test_jax_function_inside_a_transformation_says_so(call):
+    with pytest.raises(errors.JaxFunctionError) as e:
+        call()
+    msg = str(e.value)
+    assert "minixla.numpy." in msg and f"{__file__}:" in msg
+
+
+@pytest.mark.parametrize("call,cls", [
+    (lambda: minixla.grad(lambda x: x * 2)(A), TypeError),
+    (lambda: minixla.grad(lambda x: x)(np.int32(3)), TypeError),
+    (lambda: minixla.grad(lambda x: (x, 1, 2), has_aux=True)(1.0), TypeError),
+    (lambda: minixla.vmap(lambda x, y: x + y)(np.ones((3, 2)), np.ones((4, 2))), ValueError),
+    (lambda: minixla.vmap(lambda x: x, in_axes=2)(A), ValueError),
+], ids=["non-scalar", "int-input", "has-aux", "vmap-sizes", "vmap-axis"])
+def test_transformation_errors_name_the_users_line(call, cls):
+    with pytest.raises(cls) as e:
+        call()
+    assert isinstance(e.value, errors.MinixlaError)
+    assert f"at: {__file__}:" in str(e.value)
+
+
+def test_static_argnums_out_of_range_is_an_error_as_in_jax():
+    import jax
+    with pytest.raises(ValueError) as want:
+        jax.jit(lambda x: x, static_argnums=3)
+    with pytest.raises(errors.StaticArgumentError) as got:
+        minixla.jit(lambda x: x, static_argnums=3)
+    assert str(got.value).split("\n")[0] == str(want.value)
+    minixla.jit(lambda *a: a, static_argnums=3)  # *args can take it, as in JAX
