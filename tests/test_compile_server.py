@@ -6,6 +6,7 @@ import re
 import signal
 import threading
 import time
+from concurrent.futures import Future
 
 import numpy as np
 import pytest
@@ -81,18 +82,17 @@ def test_dead_worker_fails_pending_futures_and_the_parent_compiles(fresh_server)
 
 
 def test_split_sends_big_kernels_alone_and_small_ones_bundled():
-    class FakeServer:
-        alive = True
-        retiring = False
-        pending_chars = 0
-        ready = threading.Event()
+    class FakeServer(_FakeServer):
         sent = []
+        pending_chars = 0
 
-        def submit(self, text):
+        def __init__(self):
+            pass
+
+        def submit(self, text):  # (always idle: every request goes at once)
             self.sent.append(text)
-            return object()
+            return Future()
 
-    FakeServer.ready.set()
     split = compile_server.Split()
     split.servers = [FakeServer()]
     big = "x" * compile_server.MIN_REMOTE_CHARS
@@ -215,40 +215,87 @@ def test_program_compiled_with_the_worker_is_bit_identical(monkeypatch):
     assert body(local.executable) == body(remote.executable)
 
 
-def test_split_sends_each_request_to_the_least_busy_worker():
-    class FakeServer:
-        alive = True
-        retiring = False
-        ready = threading.Event()
+class _FakeServer:
+    """A ready worker that answers when the test says so (``answer``)."""
+    alive = True
+    retiring = False
+    ready = threading.Event()
+    ready.set()
 
-        def __init__(self, refuses=False):
-            self.sent, self.pending_chars, self.refuses = [], 0, refuses
+    def __init__(self):
+        self.sent, self.futures, self.pending_chars = [], [], 0
+        self.refuses = self.instant = False
 
-        def submit(self, text):
-            if self.refuses:  # (exited since the Split was made)
-                return None
-            self.sent.append(text)
+    def submit(self, text):
+        if self.refuses:  # (exited since the Split was made)
+            return None
+        self.sent.append(text)
+        future = Future()
+        if self.instant:
+            future.set_result(b"code of " + text.encode())
+        else:
+            self.futures.append((future, text))
             self.pending_chars += len(text)
-            return object()
+        return future
 
-    FakeServer.ready.set()
-    a, b = FakeServer(), FakeServer()
+    def answer(self):
+        future, text = self.futures.pop(0)
+        self.pending_chars -= len(text)
+        future.set_result(b"code of " + text.encode())
+
+    def fail(self):
+        self.alive = False
+        for future, text in self.futures:
+            future.set_exception(compile_server.CompileWorkerError("the compile worker exited"))
+        self.futures, self.pending_chars = [], 0
+
+
+def _eventually(condition):
+    deadline = time.time() + 30
+    while not condition() and time.time() < deadline:
+        time.sleep(0.005)
+    assert condition()
+
+
+def test_split_gives_each_request_to_the_first_worker_free():
+    a, b = _FakeServer(), _FakeServer()
     split = compile_server.Split()
     split.servers = [a, b]
-    big = "x" * compile_server.MIN_REMOTE_CHARS
-    assert split.offer("k1", big) and split.offer("k2", big * 2) and split.offer("k3", big)
-    assert a.sent == [big, big] and b.sent == [big * 2]  # k3: a had less queued
-    a.pending_chars = 0                                  # a answered everything
-    small = "s" * 10
-    assert split.offer("s1", small)
-    split.finish()
-    assert a.sent[-1] == small
-    a.refuses = True                                     # a exited: b takes what a refuses
-    assert split.offer("k4", big) and b.sent[-1] == big
-    a.alive = False                                      # (and no longer counts as ready)
-    assert split.offer("k5", big) and b.sent[-1] == big and split.remote == {"k1", "k2", "k3", "s1", "k4", "k5"}
-    b.refuses = True                                     # none left: the parent compiles
-    assert not split.offer("k6", big) and "k6" not in split.remote
+    k = ["%d" % i * compile_server.MIN_REMOTE_CHARS for i in range(8)]
+    assert split.offer("k0", k[0]) and split.offer("k1", k[1])
+    assert a.sent == [k[0]] and b.sent == [k[1]]         # each idle worker takes one
+    assert split.offer("k2", k[2]) and split.offer("k3", k[3])
+    assert a.sent == [k[0]] and b.sent == [k[1]]         # both busy: they wait in the parent
+    b.answer()                                           # b is free first: it takes the next one
+    _eventually(lambda: b.sent == [k[1], k[2]])
+    a.answer()
+    _eventually(lambda: a.sent == [k[0], k[3]])
+    requests = dict(zip(["k0", "k1", "k2", "k3"], (f for _, f in split.objects())))
+    assert requests["k1"].result() == b"code of " + k[1].encode()
+    # a worker that fails: its request fails (the parent compiles it), the other takes the rest
+    assert split.offer("k4", k[4])
+    a.fail()
+    with pytest.raises(compile_server.CompileWorkerError):
+        requests["k3"].result()
+    b.answer()
+    _eventually(lambda: b.sent[-1] == k[4])
+    # the parent waits for a request no worker took yet: it goes to the least busy one at once
+    assert split.offer("k5", k[5])                       # b is busy with k4
+    b.instant = True
+    assert split.objects()[-1][1].result() == b"code of " + k[5].encode() and b.sent[-1] == k[5]
+    # none left: a waiting request fails, and a new kernel stays with the parent
+    b.instant = False
+    b.answer()
+    b.pending_chars = 1                                  # (busy with another program's kernel)
+    assert split.offer("k6", k[6]) and split.offer("k7", k[7])  # k6 sent (nothing in flight), k7 waits
+    b.fail()
+    with pytest.raises(compile_server.CompileWorkerError):
+        split.objects()[-1][1].result()
+    assert not split.offer("k8", k[0]) and "k8" not in split.remote
+    a.alive, a.refuses = True, True                      # (one that refuses what it is sent)
+    assert split.offer("k9", k[0])
+    with pytest.raises(compile_server.CompileWorkerError):
+        split.objects()[-1][1].result()
 
 
 def _two_row_kernels(x, y):

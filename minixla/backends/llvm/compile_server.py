@@ -36,6 +36,7 @@ and starts its own workers.
 from __future__ import annotations
 
 import atexit
+import functools
 import os
 import subprocess
 import sys
@@ -364,14 +365,21 @@ class Split:
 
     With a ready worker, the workers compile all of them (the parent then runs no LLVM
     optimizer, whose every run leaks memory in-process, see ``target.JitModule``): a kernel
-    of ``MIN_REMOTE_CHARS`` or more goes as soon as it is emitted, smaller ones are bundled
-    into one module until the bundle is that big (``finish`` sends the rest). Each request goes
-    to the ready worker with the least IR sent and not yet answered (``pending_chars``), the
-    next one if that worker refuses it (it exited meanwhile). Which worker compiles a request
-    does not change what is in it, so the machine code does not depend on the number of
-    workers. Without one (turned off, not ready yet, exited), the parent compiles them.
+    of ``MIN_REMOTE_CHARS`` or more is one request as soon as it is emitted, smaller ones are
+    bundled into one request until the bundle is that big (``finish`` sends the rest).
 
-    ``remote``: the symbols sent; ``objects()``: ``(IR text, Future of object code)`` per request.
+    Dispatch (greedy list scheduling: how long a kernel takes to compile is not known in
+    advance -- two GEMM kernels of the same IR size differed 2x): a request goes to an idle
+    worker at once; with none idle it waits in the parent and goes to the first worker that
+    answers one of this program's requests. (It goes at once to the worker with the least IR
+    queued when this program has nothing in flight, or when the parent starts waiting for it.)
+    Which worker compiles a request does not change what is in it, so the machine code does
+    not depend on the number of workers. Without a ready worker (turned off, not ready yet,
+    exited), the parent compiles the kernels; a request whose worker fails, or that no worker
+    is left to take, fails its future and the parent compiles it.
+
+    ``remote``: the symbols given to the workers; ``objects()``: ``(IR text, Future of object
+    code)`` per request, in the order sent.
     """
 
     def __init__(self):
@@ -379,12 +387,15 @@ class Split:
         self.remote: set[str] = set()
         self._objects: list[tuple[str, Future]] = []
         self._bundle: list[tuple[str, str]] = []
+        self._queue: list[_Request] = []   # requests no worker has taken yet
+        self._in_flight = 0                # requests taken and not answered
+        self._lock = threading.Lock()
 
     def _ready(self) -> list[CompileServer]:
         return [s for s in self.servers if s.ready.is_set() and s.alive and not s.retiring]
 
     def offer(self, symbol: str, text: str) -> bool:
-        """Give ``text`` to a worker, alone or in the bundle; False: the parent compiles it."""
+        """Give ``text`` to the workers, alone or in the bundle; False: the parent compiles it."""
         if not self._ready():
             return False
         if len(text) >= MIN_REMOTE_CHARS:
@@ -404,16 +415,89 @@ class Split:
             self._send(bundle)
 
     def _send(self, kernels) -> bool:
-        text = BUNDLE_SEPARATOR.join(t for _, t in kernels)
-        for s in sorted(self._ready(), key=lambda s: s.pending_chars):  # (stable: ties go to the first)
-            future = s.submit(text)
-            if future is not None:
-                break
-        else:  # (every worker exited meanwhile: these stay with the parent)
+        if not self._ready():  # (every worker exited meanwhile: these stay with the parent)
             return False
-        self._objects.append((text, future))
+        request = _Request(self, BUNDLE_SEPARATOR.join(t for _, t in kernels))
+        with self._lock:
+            self._queue.append(request)
+        self._objects.append((request.text, request))
         self.remote.update(s for s, _ in kernels)
+        self._dispatch()
         return True
+
+    def _dispatch(self, *, idle_only: bool = False, until: _Request | None = None) -> None:
+        """Hand queued requests, oldest first, to idle workers; ``idle_only=False``: also to a
+        busy one when this program has nothing in flight; ``until``: to busy ones too, until
+        that request is taken. With no worker left, the queued requests fail."""
+        refused = []
+        while True:
+            with self._lock:
+                if not self._queue or (until is not None and until not in self._queue):
+                    return
+                ready = [s for s in self._ready() if s not in refused]
+                if not ready:
+                    failed, self._queue = self._queue, []
+                    break
+                idle = [s for s in ready if s.pending_chars == 0]
+                if idle:
+                    chosen = idle[0]
+                elif until is not None or (not idle_only and self._in_flight == 0):
+                    chosen = min(ready, key=lambda s: s.pending_chars)
+                else:
+                    return
+                request = self._queue.pop(0)
+                self._in_flight += 1
+            future = chosen.submit(request.text)
+            if future is None:  # (it exited or retired meanwhile: the next one)
+                refused.append(chosen)
+                with self._lock:
+                    self._queue.insert(0, request)
+                    self._in_flight -= 1
+                continue
+            request.server = chosen
+            future.add_done_callback(functools.partial(self._answered, request))
+        for request in failed:
+            if not request.done():
+                request.set_exception(CompileWorkerError("no compile worker is left to take it"))
+
+    def _answered(self, request: _Request, future: Future) -> None:
+        with self._lock:
+            self._in_flight -= 1
+        error = future.exception(0)
+        if not request.done():
+            if error is None:
+                request.set_result(future.result(0))
+            else:
+                request.set_exception(error)
+        with self._lock:
+            if not self._queue:
+                return
+        # The worker that answered is idle now: hand it the next request. (On a thread of its
+        # own: this runs on a worker's reader thread, which must not block on a write to the
+        # worker it reads from.)
+        threading.Thread(target=self._dispatch, kwargs={"idle_only": True}, daemon=True,
+                         name="minixla-compile-dispatch").start()
 
     def objects(self) -> list[tuple[str, Future]]:
         return list(self._objects)
+
+
+class _Request(Future):
+    """A request of a ``Split``: waits in the parent until a worker takes it (``server``), then
+    completes with the worker's answer. ``result`` sends it at once if it is still waiting, and
+    waits at most ``WAIT_S`` for the answer, then stops the worker (``CompileWorkerError``)."""
+
+    def __init__(self, split: Split, text: str):
+        super().__init__()
+        self.split = split
+        self.text = text
+        self.server: CompileServer | None = None
+
+    def result(self, timeout=None):
+        self.split._dispatch(until=self)
+        try:
+            return super().result(WAIT_S if timeout is None else timeout)
+        except FutureTimeout:
+            if self.server is not None:
+                self.server.kill()  # stuck (or stopped): the parent compiles, a new worker starts later
+            raise CompileWorkerError(f"no answer from the compile worker in {WAIT_S:.0f} s") from None

@@ -134,7 +134,7 @@ class JitModule:
     optimization -- the executable compiles a program's thunks with the kernels it has not
     compiled before, each kernel being a module of its own (see ``kernel_cache.py``).
     ``objects``: ``(IR text, Future of its object code)`` pairs of modules the compile workers
-    is compiling meanwhile (``compile_server.py``); one whose future fails is compiled here.
+    are compiling meanwhile (``compile_server.py``); one whose future fails is compiled here.
     Every module ends as an object file loaded into one MCJIT engine, which resolves the calls
     between them (and to symbols registered with ``llvm.add_symbol``).
 
