@@ -1,10 +1,11 @@
 """Cold compile time with 0, 1, 2 ... compile workers (``MINIXLA_COMPILE_WORKERS``).
 
-For each worker count a fresh process compiles the benchmark workloads (softmax, layernorm,
-mlp, conv_bias_relu, attention) and the digits CNN of ``examples/digits_cnn.py`` (random
-weights: compile time does not depend on their values) once to pay the one-time start-up, waits
-until its workers are ready, then compiles each program ``--repeat`` times *cold*
-(``kernel_cache.clear()`` first, a fresh function each time). Per program it prints the
+For each worker count a process of its own compiles the benchmark workloads (softmax,
+layernorm, mlp, conv_bias_relu, attention) and the digits CNN of ``examples/digits_cnn.py``
+(random weights: compile time does not depend on their values) once to pay the one-time
+start-up and waits until its workers are ready; then each program is compiled ``--repeat``
+times *cold* (``kernel_cache.clear()`` first, a fresh function each time), in turn in each
+process, so that a shared machine's changing load weighs on every worker count alike. Per program it prints the
 minimum and median wall time of ``jit(f).lower(*args).compile()`` and the mean CPU time of
 the same compile: the parent's (all its threads) + what its workers used meanwhile
 (``/proc/<pid>/stat``, in 10 ms ticks: summed over the runs, then averaged). The minimum wall
@@ -70,7 +71,8 @@ def _rss_mib(pid) -> float:
         return 0.0
 
 
-def _child(only, repeat):
+def _child(only):
+    """Serve the driver: one line per program name on stdin, one JSON line per compile back."""
     import minixla
     from minixla.backends.llvm import compile_server, kernel_cache
     programs = _programs(only)
@@ -80,26 +82,24 @@ def _child(only, repeat):
     while time.time() < deadline and not all(s.ready.is_set() for s in compile_server.live_servers()):
         time.sleep(0.05)
     hz = os.sysconf("SC_CLK_TCK")
-    result = {}
-    for _ in range(repeat):
-        for name, (fn, args) in programs.items():
-            f = functools.partial(lambda fn, *a: fn(*a), fn)  # a fresh function: no jit-cache hit
-            kernel_cache.clear()
-            gc.collect()
-            workers = _workers()
-            w0 = [_ticks(s.proc.pid) for s in workers]
-            c0, t0 = time.process_time(), time.perf_counter()
-            minixla.jit(f).lower(*args).compile()
-            wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-            ticks = sum(_ticks(s.proc.pid) - w for s, w in zip(workers, w0))
-            r = result.setdefault(name, {"wall": [], "cpu": [], "worker_ticks": 0})
-            r["wall"].append(wall * 1e3)
-            r["cpu"].append(cpu * 1e3)
-            r["worker_ticks"] += ticks
-    for r in result.values():  # (ticks are 10 ms: summed over the runs, then averaged)
-        r["worker_cpu"] = r.pop("worker_ticks") / hz * 1e3 / repeat
-    rss = {"parent": _rss_mib(os.getpid()), "workers": [_rss_mib(s.proc.pid) for s in _workers()]}
-    print(json.dumps({"programs": result, "rss": rss}))
+    print("ready", flush=True)
+    for line in sys.stdin:
+        name = line.strip()
+        if name == "rss":
+            print(json.dumps({"parent": _rss_mib(os.getpid()), "workers": [_rss_mib(s.proc.pid) for s in _workers()]}),
+                  flush=True)
+            continue
+        fn, args = programs[name]
+        f = functools.partial(lambda fn, *a: fn(*a), fn)  # a fresh function: no jit-cache hit
+        kernel_cache.clear()
+        gc.collect()
+        workers = _workers()
+        w0 = [_ticks(s.proc.pid) for s in workers]
+        c0, t0 = time.process_time(), time.perf_counter()
+        minixla.jit(f).lower(*args).compile()
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+        ticks = sum(_ticks(s.proc.pid) - w for s, w in zip(workers, w0))
+        print(json.dumps({"wall": wall * 1e3, "cpu": cpu * 1e3, "worker_cpu": ticks / hz * 1e3}), flush=True)
 
 
 def main(argv=None):
@@ -110,31 +110,48 @@ def main(argv=None):
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     a = p.parse_args(argv)
     if a.child:
-        return _child(a.only, a.repeat)
+        return _child(a.only)
     print(f"cold compile, ms: min / median wall of {a.repeat}, mean CPU parent + workers; "
           f"load average {os.getloadavg()[0]:.1f}")
-    rows = {}
+    # One process per worker count, all started first; then each compile in turn in each of
+    # them, so that the load of a shared machine weighs on every count alike.
+    children = {}
     for n in a.workers:
         env = dict(os.environ, MINIXLA_COMPILE_WORKERS=str(n))
-        r = subprocess.run([sys.executable, "-m", "benchmarks.compile_workers", "--child", "--repeat",
-                            str(a.repeat), "--only", *a.only], env=env, capture_output=True, text=True)
-        if r.returncode:
-            sys.exit(r.stderr)
-        rows[n] = json.loads(r.stdout.strip().splitlines()[-1])
+        children[n] = subprocess.Popen([sys.executable, "-m", "benchmarks.compile_workers", "--child", "--only",
+                                        *a.only], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        if children[n].stdout.readline().strip() != "ready":
+            sys.exit(f"the process with {n} workers failed")
+
+    def ask(n, line):
+        children[n].stdin.write(line + "\n")
+        children[n].stdin.flush()
+        return json.loads(children[n].stdout.readline())
+
+    rows = {n: {name: {"wall": [], "cpu": [], "worker_cpu": []} for name in a.only} for n in a.workers}
+    for _ in range(a.repeat):
+        for name in a.only:
+            for n in a.workers:
+                r = ask(n, name)
+                for k, v in r.items():
+                    rows[n][name][k].append(v)
+    rss = {n: ask(n, "rss") for n in a.workers}
+    for child in children.values():
+        child.stdin.close()
+        child.wait()
     head = "| program | " + " | ".join(f"{n} workers: wall min / med | CPU" for n in a.workers) + " |"
     print(head)
     print("|---|" + "---:|---:|" * len(a.workers))
     for name in a.only:
         cells = []
-        for n in a.workers:
-            r = rows[n]["programs"][name]
+        for n in a.workers:  # (worker CPU is counted in 10 ms ticks: its mean is the figure)
+            r = rows[n][name]
             cells.append(f"{min(r['wall']):.0f} / {statistics.median(r['wall']):.0f} | "
-                         f"{statistics.mean(r['cpu']):.0f} + {r['worker_cpu']:.0f}")
+                         f"{statistics.mean(r['cpu']):.0f} + {statistics.mean(r['worker_cpu']):.0f}")
         print(f"| {name} | " + " | ".join(cells) + " |")
     for n in a.workers:
-        rss = rows[n]["rss"]
-        print(f"RSS with {n} workers: parent {rss['parent']:.0f} MiB, workers "
-              + (", ".join(f"{w:.0f}" for w in rss["workers"]) or "-") + " MiB")
+        print(f"RSS with {n} workers: parent {rss[n]['parent']:.0f} MiB, workers "
+              + (", ".join(f"{w:.0f}" for w in rss[n]["workers"]) or "-") + " MiB")
     print(f"load average after: {os.getloadavg()[0]:.1f}")
 
 
