@@ -79,7 +79,10 @@ def _child(only):
     for fn, args in programs.values():  # start-up: LLVM, workers, GEMM library, imports
         minixla.jit(fn).lower(*args).compile()
     deadline = time.time() + 60
-    while time.time() < deadline and not all(s.ready.is_set() for s in compile_server.live_servers()):
+    while time.time() < deadline:  # (the second worker starts on a thread: it may not be there yet)
+        pool = compile_server.servers()
+        if len(pool) >= compile_server.workers_requested() and all(s.ready.is_set() for s in pool):
+            break
         time.sleep(0.05)
     hz = os.sysconf("SC_CLK_TCK")
     print("ready", flush=True)

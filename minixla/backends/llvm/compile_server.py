@@ -9,8 +9,8 @@ the process (the first at once, the others on a background thread).
 
 While ``executable.compile_module`` emits a program's kernels, each new kernel is *offered*
 to a ``Split``: with a ready worker, the workers compile every new kernel -- a big one as soon
-as it is emitted, small ones bundled into one module, each request sent to the worker with the
-least work queued -- and the parent only turns the program's thunks into machine code (no
+as it is emitted, small ones bundled into one module, each request given to the first worker
+free (``Split``) -- and the parent only turns the program's thunks into machine code (no
 optimizer run). The workers send back object files, which the ``JitModule`` loads into its
 execution engine next to the parent's own; a kernel whose compile fails in a worker is
 compiled by the parent. The machine code is the same either way.
