@@ -6,6 +6,7 @@ import re
 import signal
 import threading
 import time
+from concurrent.futures import Future
 
 import numpy as np
 import pytest
@@ -81,18 +82,19 @@ def test_dead_worker_fails_pending_futures_and_the_parent_compiles(fresh_server)
 
 
 def test_split_sends_big_kernels_alone_and_small_ones_bundled():
-    class FakeServer:
-        alive = True
-        ready = threading.Event()
+    class FakeServer(_FakeServer):
         sent = []
+        pending_chars = 0
 
-        def submit(self, text):
+        def __init__(self):
+            pass
+
+        def submit(self, text):  # (always idle: every request goes at once)
             self.sent.append(text)
-            return object()
+            return Future()
 
-    FakeServer.ready.set()
     split = compile_server.Split()
-    split.server = FakeServer()
+    split.servers = [FakeServer()]
     big = "x" * compile_server.MIN_REMOTE_CHARS
     small = "s" * (compile_server.MIN_REMOTE_CHARS // 2 - 1)
     assert split.offer("a", big)                   # sent at once
@@ -104,7 +106,7 @@ def test_split_sends_big_kernels_alone_and_small_ones_bundled():
     sep = target.BUNDLE_SEPARATOR
     assert FakeServer.sent == [big, big * 2, sep.join([small, small, "t" * 3]), small]
     assert split.remote == {"a", "b", "s1", "s2", "s3", "s4"} and len(split.objects()) == 4
-    split.server = None                             # no worker: the parent compiles
+    split.servers = []                              # no worker: the parent compiles
     assert not split.offer("c", big)
 
 
@@ -128,7 +130,8 @@ def test_a_worker_is_replaced_after_recycle_after_requests(monkeypatch):
     assert old is not None and old.ready.wait(60)
     futures = [old.submit(KERNEL) for _ in range(3)]
     assert compile_server.server() is old  # the successor is starting
-    assert compile_server._successor is not None and compile_server._successor.ready.wait(60)
+    successor = compile_server._slots[0].successor
+    assert successor is not None and successor.ready.wait(60)
     new = compile_server.server()
     assert new is not old and new.alive and new.requests == 0
     assert old.submit(KERNEL) is None  # retired: takes nothing new
@@ -141,10 +144,15 @@ def test_a_worker_is_replaced_after_recycle_after_requests(monkeypatch):
 def test_workers_requested_reads_the_environment(monkeypatch):
     monkeypatch.setenv("MINIXLA_COMPILE_WORKERS", "0")
     assert compile_server.workers_requested() == 0 and compile_server.server() is None
-    monkeypatch.setenv("MINIXLA_COMPILE_WORKERS", "4")
-    assert compile_server.workers_requested() == 1
+    monkeypatch.setenv("MINIXLA_COMPILE_WORKERS", "4")  # the number of workers
+    assert compile_server.workers_requested() == 4
+    monkeypatch.setenv("MINIXLA_COMPILE_WORKERS", "-1")
+    assert compile_server.workers_requested() == 0
     monkeypatch.setenv("MINIXLA_COMPILE_WORKERS", "")  # empty: the default, as MINIXLA_NUM_THREADS
-    assert compile_server.workers_requested() in (0, 1)
+    monkeypatch.setattr(compile_server.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    assert compile_server.workers_requested() == 2
+    monkeypatch.setattr(compile_server.os, "sched_getaffinity", lambda pid: {0}, raising=False)
+    assert compile_server.workers_requested() == 0
     monkeypatch.setenv("MINIXLA_COMPILE_WORKERS", "two")
     with pytest.raises(ValueError, match="MINIXLA_COMPILE_WORKERS"):
         compile_server.workers_requested()
@@ -174,12 +182,12 @@ def test_server_is_replaced_after_a_fork_or_an_exit(monkeypatch):
 def test_a_worker_that_never_starts_is_not_restarted(monkeypatch):
     monkeypatch.setenv("MINIXLA_COMPILE_WORKERS", "1")
     monkeypatch.setattr(compile_server, "_BOOT", "raise SystemExit(1)")  # as without llvmlite
-    monkeypatch.setattr(compile_server, "_server", None)
+    monkeypatch.setattr(compile_server, "_slots", [])
     broken = compile_server.server()
     broken._reader.join(60)
     assert not broken.alive and not broken.ready.is_set()
-    assert compile_server.server() is None and compile_server.Split().server is None
-    monkeypatch.setattr(compile_server, "_server", None)  # (the next test starts a good one)
+    assert compile_server.server() is None and compile_server.Split().servers == []
+    monkeypatch.setattr(compile_server, "_slots", [])  # (the next test starts a good one)
 
 
 def _softmax(x):
@@ -205,6 +213,179 @@ def test_program_compiled_with_the_worker_is_bit_identical(monkeypatch):
     def body(exe):  # (attribute groups are numbered per module)
         return re.sub(r"#\d+", "#N", exe._jit.function_ir(symbol))
     assert body(local.executable) == body(remote.executable)
+
+
+class _FakeServer:
+    """A ready worker that answers when the test says so (``answer``)."""
+    alive = True
+    retiring = False
+    ready = threading.Event()
+    ready.set()
+
+    def __init__(self):
+        self.sent, self.futures, self.pending_chars = [], [], 0
+        self.refuses = self.instant = False
+
+    def submit(self, text):
+        if self.refuses:  # (exited since the Split was made)
+            return None
+        self.sent.append(text)
+        future = Future()
+        if self.instant:
+            future.set_result(b"code of " + text.encode())
+        else:
+            self.futures.append((future, text))
+            self.pending_chars += len(text)
+        return future
+
+    def answer(self):
+        future, text = self.futures.pop(0)
+        self.pending_chars -= len(text)
+        future.set_result(b"code of " + text.encode())
+
+    def fail(self):
+        self.alive = False
+        for future, text in self.futures:
+            future.set_exception(compile_server.CompileWorkerError("the compile worker exited"))
+        self.futures, self.pending_chars = [], 0
+
+
+def _eventually(condition):
+    deadline = time.time() + 30
+    while not condition() and time.time() < deadline:
+        time.sleep(0.005)
+    assert condition()
+
+
+def test_split_gives_each_request_to_the_first_worker_free():
+    a, b = _FakeServer(), _FakeServer()
+    split = compile_server.Split()
+    split.servers = [a, b]
+    k = ["%d" % i * compile_server.MIN_REMOTE_CHARS for i in range(8)]
+    assert split.offer("k0", k[0]) and split.offer("k1", k[1])
+    assert a.sent == [k[0]] and b.sent == [k[1]]         # each idle worker takes one
+    assert split.offer("k2", k[2]) and split.offer("k3", k[3])
+    assert a.sent == [k[0]] and b.sent == [k[1]]         # both busy: they wait in the parent
+    b.answer()                                           # b is free first: it takes the next one
+    _eventually(lambda: b.sent == [k[1], k[2]])
+    a.answer()
+    _eventually(lambda: a.sent == [k[0], k[3]])
+    requests = dict(zip(["k0", "k1", "k2", "k3"], (f for _, f in split.objects())))
+    assert requests["k1"].result() == b"code of " + k[1].encode()
+    # a worker that fails: its request fails (the parent compiles it), the other takes the rest
+    assert split.offer("k4", k[4])
+    a.fail()
+    with pytest.raises(compile_server.CompileWorkerError):
+        requests["k3"].result()
+    b.answer()
+    _eventually(lambda: b.sent[-1] == k[4])
+    # the parent waits for a request no worker took yet: it goes to the least busy one at once
+    assert split.offer("k5", k[5])                       # b is busy with k4
+    b.instant = True
+    assert split.objects()[-1][1].result() == b"code of " + k[5].encode() and b.sent[-1] == k[5]
+    # none left: a waiting request fails, and a new kernel stays with the parent
+    b.instant = False
+    b.answer()
+    b.pending_chars = 1                                  # (busy with another program's kernel)
+    assert split.offer("k6", k[6]) and split.offer("k7", k[7])  # k6 sent (nothing in flight), k7 waits
+    b.fail()
+    with pytest.raises(compile_server.CompileWorkerError):
+        split.objects()[-1][1].result()
+    assert not split.offer("k8", k[0]) and "k8" not in split.remote
+    a.alive, a.refuses = True, True                      # (one that refuses what it is sent)
+    assert split.offer("k9", k[0])
+    with pytest.raises(compile_server.CompileWorkerError):
+        split.objects()[-1][1].result()
+
+
+def _two_row_kernels(x, y):
+    e = mnp.exp(x - x.max(axis=-1, keepdims=True))
+    m = y - y.mean(axis=-1, keepdims=True)
+    return e / e.sum(axis=-1, keepdims=True), m / mnp.sqrt((m * m).mean(axis=-1, keepdims=True) + 1e-5)
+
+
+def _two_row_inputs():
+    rng = np.random.default_rng(1)
+    x, y = rng.standard_normal((64, 512), np.float32), rng.standard_normal((32, 256), np.float32)
+    x[2, 5], y[4] = np.nan, np.inf
+    return x, y
+
+
+def _pool_of_two(monkeypatch):
+    monkeypatch.setenv("MINIXLA_COMPILE_WORKERS", "2")
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        pool = compile_server.servers()
+        if len(pool) == 2 and all(s.ready.is_set() for s in pool):
+            return pool
+        time.sleep(0.05)
+    pytest.fail("two compile workers did not start")
+
+
+def _same_program(a, b):
+    """The same outputs (bit for bit) and the same optimized kernels."""
+    x, y = _two_row_inputs()
+    for u, v in zip(a(x, y), b(x, y)):
+        np.testing.assert_array_equal(np.asarray(u).view(np.int32), np.asarray(v).view(np.int32))
+    symbols = [k.symbol for k in a.executable._kernels]
+    assert symbols == [k.symbol for k in b.executable._kernels] and len(symbols) == 2
+    def body(exe, symbol):  # (attribute groups and metadata are numbered per module)
+        return re.sub(r"![0-9]+", "!N", re.sub(r"#\d+", "#N", exe._jit.function_ir(symbol)))
+    assert all(body(a.executable, s) == body(b.executable, s) for s in symbols)
+
+
+def test_two_workers_compile_one_program_and_the_machine_code_is_the_same(monkeypatch):
+    x, y = _two_row_inputs()
+    monkeypatch.setenv("MINIXLA_COMPILE_WORKERS", "0")
+    kernel_cache.clear()
+    local = minixla.jit(_two_row_kernels).lower(x, y).compile()
+    assert local.executable._jit.worker_modules == 0
+    a, b = _pool_of_two(monkeypatch)
+    kernel_cache.clear()
+    before = a.requests, b.requests
+    # Both workers stopped until both kernels are sent: neither can answer (and so lower its
+    # queue) before the second kernel is dispatched, so the choice of worker is deterministic.
+    compiled = {}
+    thread = threading.Thread(target=lambda: compiled.update(c=minixla.jit(_two_row_kernels).lower(x, y).compile()))
+    for s in (a, b):
+        os.kill(s.proc.pid, signal.SIGSTOP)
+    try:
+        thread.start()
+        deadline = time.time() + 60
+        while a.requests + b.requests < sum(before) + 2 and thread.is_alive() and time.time() < deadline:
+            time.sleep(0.01)
+    finally:
+        for s in (a, b):
+            os.kill(s.proc.pid, signal.SIGCONT)
+    thread.join(60)
+    assert (a.requests - before[0], b.requests - before[1]) == (1, 1)  # one kernel each
+    remote = compiled["c"]
+    assert remote.executable._jit.worker_modules == 2
+    _same_program(local, remote)
+
+
+def test_a_failing_worker_is_replaced_while_the_other_keeps_compiling(monkeypatch):
+    x, y = _two_row_inputs()
+    monkeypatch.setenv("MINIXLA_COMPILE_WORKERS", "0")
+    kernel_cache.clear()
+    local = minixla.jit(_two_row_kernels).lower(x, y).compile()
+    a, b = _pool_of_two(monkeypatch)
+    monkeypatch.setattr(compile_server, "_restarts", 0)
+    b.proc.kill()
+    b._reader.join(60)
+    assert not b.alive
+    kernel_cache.clear()
+    before = a.requests
+    remote = minixla.jit(_two_row_kernels).lower(x, y).compile()  # b's replacement is starting
+    assert remote.executable._jit.worker_modules == 2 and a.requests > before
+    _same_program(local, remote)
+    a2, b2 = _pool_of_two(monkeypatch)
+    assert a2 is a and b2 is not b and b2.alive and compile_server._restarts == 1
+    # fewer workers asked for: the second one finishes what it has and exits
+    monkeypatch.setenv("MINIXLA_COMPILE_WORKERS", "1")
+    assert compile_server.servers() == [a] and b2.retiring
+    b2._reader.join(60)
+    assert b2.proc.returncode is not None
 
 
 def test_a_request_broken_off_half_written_stops_the_worker(fresh_server):
@@ -249,7 +430,7 @@ def test_a_stalled_worker_times_out_and_the_parent_compiles(fresh_server, monkey
 def test_a_forked_child_does_not_keep_the_parents_worker_alive(fresh_server, monkeypatch):
     """Regression (fresh-user report): a child inherited the worker's input pipe, so the worker
     outlived its parent as long as the child ran."""
-    monkeypatch.setattr(compile_server, "_server", fresh_server)
+    monkeypatch.setattr(compile_server, "_slots", [compile_server._Slot(fresh_server)])
     pid = os.fork()
     if pid == 0:  # the child: its copy of the pipes is closed at the fork
         time.sleep(5)

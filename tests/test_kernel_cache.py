@@ -121,7 +121,7 @@ import numpy as np
 import minixla
 from minixla.backends.llvm import compile_server, kernel_cache
 # Smaller bounds than the defaults, so that a short run reaches the steady state: the kernel
-# cache full, the compile worker replaced a few times.
+# cache full, the compile workers replaced a few times.
 kernel_cache.MAX_ENGINES = 16
 compile_server.RECYCLE_AFTER = 60
 
@@ -152,7 +152,7 @@ def test_memory_of_dropped_programs_is_released():
     import os
     import subprocess
     import sys
-    env = dict(os.environ, MINIXLA_COMPILE_WORKERS="1")
+    env = dict(os.environ, MINIXLA_COMPILE_WORKERS="2")
     r = subprocess.run([sys.executable, "-c", _DROPPED_PROGRAMS, "350"], capture_output=True, text=True,
                        timeout=600, env=env)
     assert r.returncode == 0, r.stderr

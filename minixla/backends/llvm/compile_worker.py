@@ -1,4 +1,4 @@
-"""The compile worker: a second process that turns kernel IR into object code.
+"""The compile worker: a process of its own that turns kernel IR into object code.
 
 ``compile_server.py`` starts it (``python -c`` loading this file by path) and talks to it over
 its stdin/stdout. It imports nothing of minixla but ``target.py`` (loaded by path too), so

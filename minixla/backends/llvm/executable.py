@@ -2,10 +2,11 @@
 
 ``compile_module`` emits one kernel per entry instruction (in program order), each into an
 LLVM module of its own named after a hash of its text, plus the code that calls them; of the
-kernels not in the process-wide kernel cache (``kernel_cache.py``), the big ones start
-compiling in the compile worker as soon as they are emitted (``compile_server.py``) and the
-others are linked in with that code, which is optimized and compiled once; one engine loads
-all the object code. It then prepares everything a call needs, so
+kernels not in the process-wide kernel cache (``kernel_cache.py``), each starts compiling in
+a compile worker as soon as it is emitted (small ones bundled, ``compile_server.py``) while
+the parent turns the calling code into machine code (without a ready worker, the kernels are
+linked into that code, which is optimized and compiled once); one engine loads all the object
+code. It then prepares everything a call needs, so
 that a cached call does little Python work:
 
 * a **buffer table**: one pointer-sized slot per distinct buffer (parameters, outputs,
@@ -414,7 +415,7 @@ def compile_module(module, assignment, num_threads: int | None = None) -> LlvmEx
         pool = ThreadPool(num_threads)
     llvm_module = ir.Module(name=module.name)
     kernels, new_kernels, used = [], {}, {}
-    split = compile_server.Split()  # new kernels start compiling in the worker as soon as emitted
+    split = compile_server.Split()  # new kernels start compiling in the workers as soon as emitted
     for instr in module.entry.instructions:
         if instr.opcode in _NO_KERNEL:
             continue

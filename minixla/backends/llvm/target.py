@@ -133,8 +133,8 @@ class JitModule:
     ``link``: more IR texts (modules of their own) linked into the first one before
     optimization -- the executable compiles a program's thunks with the kernels it has not
     compiled before, each kernel being a module of its own (see ``kernel_cache.py``).
-    ``objects``: ``(IR text, Future of its object code)`` pairs of modules the compile worker
-    is compiling meanwhile (``compile_server.py``); one whose future fails is compiled here.
+    ``objects``: ``(IR text, Future of its object code)`` pairs of modules the compile workers
+    are compiling meanwhile (``compile_server.py``); one whose future fails is compiled here.
     Every module ends as an object file loaded into one MCJIT engine, which resolves the calls
     between them (and to symbols registered with ``llvm.add_symbol``).
 
@@ -143,8 +143,8 @@ class JitModule:
       optimized_llvm_ir: the IR text after ``-O3`` (printed on first access; the worker's
         modules are optimized again here for it, with the same passes).
       compile_ms: wall time of parse + link + optimize + machine-code generation, including
-        the wait for the worker.
-      worker_modules: how many of ``objects`` the worker compiled.
+        the wait for the workers.
+      worker_modules: how many of ``objects`` the workers compiled.
       asm: the host assembly (computed on first access: printing it costs as much as codegen).
     """
 
@@ -172,7 +172,7 @@ class JitModule:
             try:
                 code = future.result()
                 self.worker_modules += 1
-            except Exception:  # the worker failed or exited: compile it here (and report it here)
+            except Exception:  # a worker failed or exited: compile it here (and report it here)
                 with interrupts_deferred():
                     first, *rest = text.split(BUNDLE_SEPARATOR)
                     code = host_target_machine().emit_object(self._optimized_module(first, rest))
