@@ -12,7 +12,7 @@ so ``ls`` lists them in pipeline order::
 
     module_0001.jit_f.0000.jaxpr.txt
     module_0001.jit_f.0001.before_optimizations.hlo.txt
-    module_0001.jit_f.0002.after_dce.hlo.txt               (MINIXLA_DUMP_PASS_RE)
+    module_0001.jit_f.0002.after_simplify.dce.hlo.txt      (MINIXLA_DUMP_PASS_RE; pipeline.pass)
     ...
     module_0001.jit_f.0012.after_optimizations.hlo.txt     the final HLO
     module_0001.jit_f.0013.pass_log.txt                    pass, changed?, ms
@@ -70,7 +70,7 @@ class Dumper:
 
     def after_pass(self, pass_name: str, module) -> None:
         if self.enabled and self.pass_re is not None and self.pass_re.search(pass_name):
-            self.hlo(f"after_{pass_name}", module)
+            self.hlo(f"after_{pass_name.replace('/', '.')}", module)
 
     def backend(self, executable) -> None:
         """LLVM IR before/after optimization and assembly, when the executable has them."""

@@ -65,7 +65,7 @@ def optimization_pipeline(after_pass=None) -> PassPipeline:
 
     def after_top_level_pass(name, module):
         # The fixed point's own passes were already reported one by one.
-        if after_pass is not None and not name.startswith("fixed-point"):
+        if after_pass is not None and not name.split("/")[-1].startswith("fixed-point"):
             after_pass(name, module)
     return PassPipeline("optimize", [FixedPoint(simplify), TransposeFolding(), DeadCodeElimination(),
                                      FusionPass(), DeadCodeElimination()], after_top_level_pass)

@@ -36,8 +36,8 @@ def test_dump_digits_cnn(tmp_path, monkeypatch):
     # In pipeline order: jaxpr, HLO before, after each matching pass, final HLO, logs, LLVM.
     assert kinds[0] == "jaxpr.txt" and kinds[1] == "before_optimizations.hlo.txt"
     passes = [k for k in kinds if k.startswith("after_") and k != "after_optimizations.hlo.txt"]
-    assert passes and set(passes) <= {"after_algebraic-simplifier.hlo.txt", "after_fusion.hlo.txt"}
-    assert passes[-1] == "after_fusion.hlo.txt"
+    assert passes and set(passes) <= {"after_simplify.algebraic-simplifier.hlo.txt", "after_optimize.fusion.hlo.txt"}
+    assert passes[-1] == "after_optimize.fusion.hlo.txt"
     tail = kinds[kinds.index("after_optimizations.hlo.txt"):]
     assert tail == ["after_optimizations.hlo.txt", "pass_log.txt", "fusion_log.txt", "buffer_assignment.txt",
                     "ir-no-opt.ll", "ir-with-opt.ll", "s"]

@@ -190,7 +190,9 @@ def test_static_self_by_name():
 def test_readme_optimization_pipeline_call_works():
     import pathlib
     readme = (pathlib.Path(__file__).parent.parent / "README.md").read_text()
-    assert "`minixla.jit.optimization_pipeline()`" in readme
+    assert "`print(minixla.jit.optimization_pipeline())`" in readme
     pipeline = minixla.jit.optimization_pipeline()
+    # the README shows exactly what print() gives
+    assert "```\n" + str(pipeline) + "\n```" in readme
     assert [p.name for p in pipeline.passes] == ["fixed-point(simplify)", "transpose-folding", "dce", "fusion", "dce"]
     assert minixla.jit.optimization_pipeline is sys.modules["minixla.jit"].optimization_pipeline

@@ -121,7 +121,7 @@ def test_jit_verifies_after_every_pass(monkeypatch):
         return p
     monkeypatch.setattr(jit_module, "optimization_pipeline", pipeline)
     monkeypatch.setenv("MINIXLA_VERIFY", "1")
-    with pytest.raises(HloVerifierError, match="after 'break-shapes'"):
+    with pytest.raises(HloVerifierError, match="after 'optimize/break-shapes'"):
         minixla.jit(lambda a: a * 2.0).lower(np.ones(3, f32)).compile()
     monkeypatch.setenv("MINIXLA_VERIFY", "0")
     minixla.jit(lambda a: a * 3.0).lower(np.ones(3, f32)).compile()  # not verified: no error

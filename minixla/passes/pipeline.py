@@ -50,9 +50,18 @@ class PassPipeline(HloPass):
                 self.log.extend(p.log)
                 p.log = []
             if self.after_pass is not None:
-                self.after_pass(p.name, module)
+                # pipeline-qualified (``simplify/dce`` vs ``optimize/dce``): dumps tell them apart
+                self.after_pass(f"{self.name}/{p.name}", module)
             changed |= bool(c)
         return changed
+
+    def __str__(self):
+        """The passes in order, nested pipelines indented (what ``print(pipeline)`` shows)."""
+        lines = [f"{self.name}:"]
+        for p in self.passes:
+            lines += ["    " + line for line in str(p).splitlines()] if isinstance(p, (PassPipeline, FixedPoint)) \
+                else [f"    {p.name}"]
+        return "\n".join(lines)
 
 
 class FixedPoint(HloPass):
@@ -63,6 +72,10 @@ class FixedPoint(HloPass):
         self.max_rounds = max_rounds
         self.name = f"fixed-point({pass_.name})"
         self.log: list[PassLogEntry] = []
+
+    def __str__(self):
+        inner = str(self.pass_).splitlines()
+        return "\n".join([f"{inner[0][:-1]}, to a fixed point (at most {self.max_rounds} rounds):"] + inner[1:])
 
     def run(self, module) -> bool:
         changed = False
