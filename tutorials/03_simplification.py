@@ -252,10 +252,11 @@ np.testing.assert_array_equal(evaluate(before, special).view(np.uint32), evaluat
 # %% [markdown]
 # ## 6. Exercise: `x / 2**k -> x * 2**-k`
 #
-# A division costs several multiplications. When `c` is a power of two, `1/c` is exact and
-# `x / c == x * (1/c)` for every `x`, bit for bit. When it is not, the rewrite changes results
-# (`1/3` is rounded), and there is a trap: `c = 2**127` is a fine power of two, but its reciprocal
-# `2**-127` is subnormal, and multiplying by a subnormal multiplies by zero:
+# A division costs several multiplications. When `c` is a power of two **whose reciprocal is a
+# normal float** (`2**-126 <= 1/c`), `1/c` is exact and `x / c == x * (1/c)` for every `x`, bit for
+# bit. Otherwise the rewrite changes results: `1/3` is rounded, and `c = 2**127` is a fine power
+# of two whose reciprocal `2**-127` is subnormal -- and multiplying by a subnormal (flushed to
+# zero on this backend, as XLA:CPU does) multiplies by zero:
 
 # %%
 big = jnp.float32(2.0**127)
