@@ -192,5 +192,6 @@ def test_readme_optimization_pipeline_call_works():
     readme = (pathlib.Path(__file__).parent.parent / "README.md").read_text()
     assert "`minixla.jit.optimization_pipeline()`" in readme
     pipeline = minixla.jit.optimization_pipeline()
-    assert [p.name for p in pipeline.passes] == ["fixed-point(simplify)", "transpose-folding", "dce", "fusion", "dce"]
+    assert [p.name for p in pipeline.passes] == ["fixed-point(simplify)", "transpose-folding",
+                                                  "conv-canonicalization", "dce", "fusion", "dce"]
     assert minixla.jit.optimization_pipeline is sys.modules["minixla.jit"].optimization_pipeline
