@@ -34,7 +34,7 @@ def _x64(on):
         jax.config.update("jax_enable_x64", prev)
 
 
-def _conv(L, case, dtype):
+def _conv(L, case):
     return lambda x, w: L.conv_general_dilated(x, w, case["strides"], case["padding"],
                                                rhs_dilation=case.get("rhs_dilation"),
                                                dimension_numbers=case["dn"])
@@ -46,15 +46,15 @@ def test_layouts_become_gemms_with_jax_values(case, dtype):
     x = rng.standard_normal(case["x"]).astype(dtype)
     w = rng.standard_normal(case["w"]).astype(dtype)
     with _x64(dtype == np.float64):
-        ref = np.asarray(_conv(jax.lax, case, dtype)(x, w))
-        compiled = minixla.jit(_conv(lax, case, dtype)).lower(x, w).compile()
+        ref = np.asarray(_conv(jax.lax, case)(x, w))
+        compiled = minixla.jit(_conv(lax, case)).lower(x, w).compile()
         strategies = {k["kind"]: k["strategy"] for k in compiled.executable.kernels()}
         assert strategies["convolution"] == "gemm", strategies
         tol = 1e-5 if dtype == np.float32 else 1e-12
         out = compiled(x, w)
         assert out.dtype == ref.dtype and out.shape == ref.shape
         np.testing.assert_allclose(out, ref, rtol=tol, atol=tol)
-        np.testing.assert_allclose(minixla.jit(_conv(lax, case, dtype), backend="jax")(x, w), ref,
+        np.testing.assert_allclose(minixla.jit(_conv(lax, case), backend="jax")(x, w), ref,
                                    rtol=tol, atol=tol)
 
 
