@@ -1,12 +1,17 @@
-"""A small CNN on real handwritten digits, trained with JAX and run with minixla.
+"""A small CNN on real handwritten digits, trained with minixla and run with minixla.
 
-scikit-learn ships 1,797 real 8x8 handwritten digit images (no download). We train a CNN with
-JAX for a few seconds, then compile the *same model source* with ``minixla.jit`` on both
-backends (minixla's LLVM code generator and the hand-off to XLA) and compare:
+scikit-learn ships 1,797 real 8x8 handwritten digit images (no download). We train a CNN for a
+few seconds with one ``minixla.jit``-compiled training step (forward, backward through
+``minixla.value_and_grad``, Adam written with ``minixla.numpy``; the parameters a pytree), timed
+against the same step under ``jax.jit``, then compile the *same model source* for inference with
+``minixla.jit`` on both backends (minixla's LLVM code generator and the hand-off to XLA) and
+compare with JAX:
 
-    python examples/digits_cnn.py            # a readable report
-    python examples/digits_cnn.py --json     # ... and the figures as JSON on the last line
-    python examples/digits_cnn.py --fast     # fewer training steps (used by the test suite)
+    python examples/digits_cnn.py                    # a readable report
+    python examples/digits_cnn.py --json             # ... and the figures as JSON on the last line
+    python examples/digits_cnn.py --fast             # fewer training steps (used by the test suite)
+    python examples/digits_cnn.py --plot loss.png    # ... and the loss curve as an image
+    python examples/digits_cnn.py --train-with jax   # train with jax.jit instead (inference still minixla)
 
 ``arena_bytes`` is the one arena of temporaries after fusion and buffer reuse; ``naive_bytes``
 is the sum of all intermediate buffers of the program as lowered (every intermediate HLO value
@@ -63,29 +68,120 @@ def load_data(seed=0):
     return train_test_split(x, y, test_size=0.2, random_state=seed, stratify=y)
 
 
-def train(x_train, y_train, steps, seed=0, batch=64, lr=1e-3):
-    """Adam on cross-entropy, with JAX (a later milestone trains with minixla itself)."""
-    params = init_params(jax.random.PRNGKey(seed))
+def loss_fn(params, x, y, np=jnp, lax=jax.lax):
+    """Mean cross-entropy of the CNN on images ``x`` f32[N,8,8,1] with labels ``y`` i32[N]
+    (written with ``np``/``lax`` only, so ``minixla.value_and_grad`` and ``jax.value_and_grad``
+    differentiate the same source)."""
+    logits, _ = cnn(params, x, np=np, lax=lax)
+    z = logits - np.max(logits, axis=1, keepdims=True)
+    log_sum_exp = np.log(np.sum(np.exp(z), axis=1))
+    one_hot = (y[:, None] == np.arange(10)[None, :]).astype(np.float32)
+    return np.mean(log_sum_exp - np.sum(z * one_hot, axis=1))
 
-    def loss_fn(p, x, y):
-        logits, _ = cnn(p, x)
-        return -jnp.mean(jnp.sum(jax.nn.log_softmax(logits) * jax.nn.one_hot(y, 10), axis=1))
 
-    @jax.jit
-    def step(p, m, v, t, x, y):
-        g = jax.grad(loss_fn)(p, x, y)
+def make_step(np=jnp, lax=jax.lax, value_and_grad=jax.value_and_grad, lr=1e-3):
+    """One Adam step ``step(params, m, v, t, x, y) -> (params, m, v, loss)`` on pytrees of
+    parameters and moments; ``t`` (f32 scalar) counts steps from 1. The same source is the
+    minixla step (``np=minixla.numpy, lax=minixla.lax, value_and_grad=minixla.value_and_grad``)
+    and the JAX one, so both compile the same program."""
+    def step(params, m, v, t, x, y):
+        loss, g = value_and_grad(lambda p: loss_fn(p, x, y, np=np, lax=lax))(params)
         m = jax.tree.map(lambda m, g: 0.9 * m + 0.1 * g, m, g)
         v = jax.tree.map(lambda v, g: 0.999 * v + 0.001 * g * g, v, g)
-        upd = lambda p, m, v: p - lr * (m / (1 - 0.9 ** t)) / (jnp.sqrt(v / (1 - 0.999 ** t)) + 1e-8)
-        return jax.tree.map(upd, p, m, v), m, v
+        m_hat, v_hat = 1 - 0.9 ** t, 1 - 0.999 ** t
+        upd = lambda p, m, v: p - lr * (m / m_hat) / (np.sqrt(v / v_hat) + 1e-8)
+        return jax.tree.map(upd, params, m, v), m, v, loss
+    return step
 
-    m = jax.tree.map(jnp.zeros_like, params)
-    v = jax.tree.map(jnp.zeros_like, params)
+
+def compile_step(train_with, params, m, v, t, x, y, lr=1e-3):
+    """The training step compiled for ``train_with`` ("minixla": ``minixla.jit`` on the llvm
+    backend; "jax": ``jax.jit``) and its compile time in ms (trace + lower + compile)."""
+    t0 = time.perf_counter()
+    if train_with == "minixla":
+        step = make_step(mnp, minixla.lax, minixla.value_and_grad, lr)
+        compiled = minixla.jit(step).lower(params, m, v, t, x, y).compile()
+    else:
+        compiled = jax.jit(make_step(lr=lr)).lower(params, m, v, t, x, y).compile()
+    return compiled, (time.perf_counter() - t0) * 1e3
+
+
+def fit(x_train, y_train, steps, seed=0, batch=64, lr=1e-3, train_with="minixla", step=None):
+    """Train the CNN with Adam for ``steps`` steps of ``batch`` random training images, every
+    step one call of the compiled step (``step``: one already compiled for these shapes and
+    ``train_with``; compiled here if None). Returns a dict: ``params`` (NumPy arrays), ``losses``
+    (the batch loss of every step), ``step`` (the compiled step), ``compile_ms``, ``train_s``."""
+    params = jax.tree.map(np.asarray, init_params(jax.random.PRNGKey(seed)))
+    m = jax.tree.map(np.zeros_like, params)
+    v = jax.tree.map(np.zeros_like, params)
     rng = np.random.default_rng(seed)
-    for t in range(1, steps + 1):
-        idx = rng.integers(0, len(x_train), batch)
-        params, m, v = step(params, m, v, t, x_train[idx], y_train[idx])
-    return jax.tree.map(np.asarray, params)
+    batches = [rng.integers(0, len(x_train), batch) for _ in range(steps)]
+    compile_ms = 0.0
+    if step is None:
+        step, compile_ms = compile_step(train_with, params, m, v, np.float32(1), x_train[batches[0]],
+                                        y_train[batches[0]], lr)
+    losses = []
+    t0 = time.perf_counter()
+    for t, idx in enumerate(batches, start=1):
+        params, m, v, loss = step(params, m, v, np.float32(t), x_train[idx], y_train[idx])
+        losses.append(loss)
+    losses = [float(loss) for loss in losses]
+    return dict(params=jax.tree.map(np.asarray, params), losses=losses, step=step,
+                compile_ms=compile_ms, train_s=time.perf_counter() - t0)
+
+
+def train(x_train, y_train, steps, seed=0, batch=64, lr=1e-3, train_with="jax"):
+    """The trained parameters (NumPy arrays) of ``fit`` (with JAX by default, as tutorial 14)."""
+    return fit(x_train, y_train, steps, seed, batch, lr, train_with)["params"]
+
+
+def time_steps(x_train, y_train, batch=64, seed=0, repeat=20, warmup=3):
+    """Median ms per training step of the minixla and the ``jax.jit`` step, measured in turns
+    in the same process on the same inputs (the initial parameters, one batch) after
+    ``warmup`` calls, and each one's compile time (ms)."""
+    params = jax.tree.map(np.asarray, init_params(jax.random.PRNGKey(seed)))
+    zeros = jax.tree.map(np.zeros_like, params)
+    idx = np.random.default_rng(seed).integers(0, len(x_train), batch)
+    args = (params, zeros, zeros, np.float32(1), x_train[idx], y_train[idx])
+    mx_step, mx_compile = compile_step("minixla", *args)
+    jx_step, jx_compile = compile_step("jax", *args)
+    jx_args = jax.device_put(args)
+    runs = {"minixla": (mx_step, args), "jax": (lambda *a: jax.block_until_ready(jx_step(*a)), jx_args)}
+    times = {name: [] for name in runs}
+    for i in range(warmup + repeat):
+        for name, (fn, a) in runs.items():
+            t0 = time.perf_counter()
+            fn(*a)
+            if i >= warmup:
+                times[name].append((time.perf_counter() - t0) * 1e3)
+    return {"ms_minixla": float(np.median(times["minixla"])), "ms_jax": float(np.median(times["jax"])),
+            "compile_ms_minixla": mx_compile, "compile_ms_jax": jx_compile, "step": mx_step, "args": args}
+
+
+def max_abs_grad_diff(x, y, seed=0):
+    """max |grad - jax.grad| of the loss at the initial parameters, over every parameter:
+    ``minixla.jit(minixla.grad(loss))`` against ``jax.grad`` run eagerly, op by op (the reference)."""
+    params = jax.tree.map(np.asarray, init_params(jax.random.PRNGKey(seed)))
+    g = minixla.jit(minixla.grad(lambda p, x, y: loss_fn(p, x, y, np=mnp, lax=minixla.lax)))(params, x, y)
+    with jax.disable_jit():
+        ref = jax.grad(loss_fn)(params, x, y)
+    return max(float(np.max(np.abs(np.asarray(a) - np.asarray(b))))
+               for a, b in zip(jax.tree.leaves(g), jax.tree.leaves(ref)))
+
+
+def save_plot(losses, path, title):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    ax.plot(np.arange(1, len(losses) + 1), losses, lw=0.6, alpha=0.5, label="batch loss")
+    w = min(50, len(losses))
+    ax.plot(np.arange(w, len(losses) + 1), np.convolve(losses, np.ones(w) / w, "valid"), label=f"mean of {w}")
+    ax.set(xlabel="step", ylabel="cross-entropy", yscale="log", title=title)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
 
 
 def intermediate_bytes(module) -> int:
@@ -98,20 +194,16 @@ def intermediate_bytes(module) -> int:
                if i.opcode not in ("parameter", "constant", "tuple", "reshape") and i not in outputs)
 
 
-def run(steps=1500, verbose=True):
+def run(steps=1500, verbose=True, train_with="minixla", batch=64, plot=None):
     x_train, x_test, y_train, y_test = load_data()
-    t0 = time.perf_counter()
-    params = train(x_train, y_train, steps)
-    train_s = time.perf_counter() - t0
-
-    ref_logits, _ = jax.jit(cnn)(params, x_test)
-    ref_logits = np.asarray(ref_logits)
     minixla_cnn = lambda p, x: cnn(p, x, np=mnp, lax=minixla.lax)
-
+    # Inference is compiled first (for the shapes of the parameters; it runs after training), so
+    # that its first compile is the process's first and measures the one-time start-up.
+    shapes = init_params(jax.random.PRNGKey(0))
     report = {}
     for backend in ("llvm", "jax"):
         t0 = time.perf_counter()
-        compiled = minixla.jit(minixla_cnn, backend=backend).lower(params, x_test).compile()
+        compiled = minixla.jit(minixla_cnn, backend=backend).lower(shapes, x_test).compile()
         first_ms = (time.perf_counter() - t0) * 1e3
         compile_ms = first_ms
         if backend == "llvm":
@@ -121,11 +213,24 @@ def run(steps=1500, verbose=True):
             # compile without it: the same program again, with the kernel cache emptied.
             kernel_cache.clear()
             t0 = time.perf_counter()
-            compiled = minixla.jit(minixla_cnn, backend=backend).lower(params, x_test).compile()
+            compiled = minixla.jit(minixla_cnn, backend=backend).lower(shapes, x_test).compile()
             compile_ms = (time.perf_counter() - t0) * 1e3
-        logits, probs = compiled(params, x_test)
-        report[backend] = dict(compiled=compiled, logits=logits, probs=probs, compile_ms=compile_ms,
-                               startup_ms=first_ms - compile_ms)
+        report[backend] = dict(compiled=compiled, compile_ms=compile_ms, startup_ms=first_ms - compile_ms)
+
+    # The training step's compile times are measured cold too: minixla's kernel cache emptied.
+    grad_diff = max_abs_grad_diff(x_train[:batch], y_train[:batch])
+    kernel_cache.clear()
+    timing = time_steps(x_train, y_train, batch)
+    training = fit(x_train, y_train, steps, batch=batch, train_with=train_with,
+                   step=timing["step"] if train_with == "minixla" else None)
+    params, losses = training["params"], training["losses"]
+    if plot:
+        save_plot(losses, plot, f"digits CNN, Adam, batch {batch}, trained with {train_with}")
+
+    ref_logits, _ = jax.jit(cnn)(params, x_test)
+    ref_logits = np.asarray(ref_logits)
+    for r in report.values():
+        r["logits"], r["probs"] = r["compiled"](params, x_test)
 
     llvm = report["llvm"]
     compiled = llvm["compiled"]
@@ -144,10 +249,23 @@ def run(steps=1500, verbose=True):
         "naive_bytes": intermediate_bytes(compiled.lowered.hlo_module),
         "compile_ms": round(llvm["compile_ms"], 1),
         "startup_ms": round(llvm["startup_ms"], 1),
+        "train_backend": train_with,
+        "train_ms_per_step_minixla": round(timing["ms_minixla"], 2),
+        "train_ms_per_step_jax": round(timing["ms_jax"], 2),
+        "final_loss": float(np.mean(losses[-min(50, len(losses)):])),
+        "max_abs_grad_diff": grad_diff,
     }
     if verbose:
-        print(f"digits: {len(x_train)} train / {len(x_test)} test images, trained {steps} steps "
-              f"with JAX in {train_s:.1f} s")
+        print(f"digits: {len(x_train)} train / {len(x_test)} test images, trained {steps} steps of "
+              f"{batch} images with {train_with} in {training['train_s']:.1f} s")
+        marks = sorted({0, *range(0, steps, max(1, steps // 10)), steps - 1})
+        print("loss curve (batch loss, mean of the 10 steps up to the step):")
+        for i in marks:
+            print(f"  step {i + 1:5d}  {np.mean(losses[max(0, i - 9):i + 1]):.4f}")
+        print(f"training step (forward, backward, Adam; batch {batch}), median of the same step in "
+              f"turns, after warm-up: minixla {timing['ms_minixla']:.1f} ms, jax.jit {timing['ms_jax']:.1f} ms; "
+              f"compile: minixla {timing['compile_ms_minixla']:.0f} ms, jax.jit {timing['compile_ms_jax']:.0f} ms")
+        print(f"max |grad - jax.grad| at the initial parameters: {grad_diff:.2e}")
         print(f"test accuracy (minixla, llvm backend): {figures['accuracy']:.4f}")
         print(f"max |logits - JAX logits|: llvm {figures['max_abs_diff_llvm']:.2e}, "
               f"jax backend {figures['max_abs_diff_jax_backend']:.2e}")
@@ -169,9 +287,13 @@ def main(argv=None):
     parser.add_argument("--json", action="store_true", help="print the figures as JSON on the last line")
     parser.add_argument("--fast", action="store_true", help="train for fewer steps")
     parser.add_argument("--steps", type=int, default=None, help="training steps (default 1500, 300 with --fast)")
+    parser.add_argument("--batch", type=int, default=64, help="images per training step (default 64)")
+    parser.add_argument("--train-with", choices=("minixla", "jax"), default="minixla",
+                        help="which compiler runs the training step (default minixla)")
+    parser.add_argument("--plot", metavar="PATH", help="save the loss curve as an image (matplotlib)")
     args = parser.parse_args(argv)
     steps = args.steps or (300 if args.fast else 1500)
-    figures = run(steps)
+    figures = run(steps, train_with=args.train_with, batch=args.batch, plot=args.plot)
     if args.json:
         print(json.dumps(figures))
     return figures

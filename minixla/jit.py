@@ -30,6 +30,7 @@ from minixla.hlo.verifier import HloVerifierError, verify
 from minixla.passes.algebraic_simplifier import AlgebraicSimplifier
 from minixla.passes.buffer_assignment import assign_buffers
 from minixla.passes.constant_folding import ConstantFolding
+from minixla.passes.conv_canonicalization import ConvCanonicalization
 from minixla.passes.cse import CommonSubexpressionElimination
 from minixla.passes.dce import DeadCodeElimination
 from minixla.passes.fusion import FusionPass, count_kernels, NOT_KERNELS
@@ -53,7 +54,7 @@ def optimization_pipeline(after_pass=None) -> PassPipeline:
     """The passes ``compile()`` runs, in order (XLA's ``RunHloPasses``)::
 
         simplify, to a fixed point (<= 25 rounds): cse, constant-folding, algebraic-simplifier, dce
-        transpose-folding, dce
+        transpose-folding, conv-canonicalization, dce
         fusion
         dce
 
@@ -67,7 +68,8 @@ def optimization_pipeline(after_pass=None) -> PassPipeline:
         # The fixed point's own passes were already reported one by one.
         if after_pass is not None and not name.split("/")[-1].startswith("fixed-point"):
             after_pass(name, module)
-    return PassPipeline("optimize", [FixedPoint(simplify), TransposeFolding(), DeadCodeElimination(),
+    return PassPipeline("optimize", [FixedPoint(simplify), TransposeFolding(), ConvCanonicalization(),
+                                     DeadCodeElimination(),
                                      FusionPass(), DeadCodeElimination()], after_top_level_pass)
 
 

@@ -194,5 +194,6 @@ def test_readme_optimization_pipeline_call_works():
     pipeline = minixla.jit.optimization_pipeline()
     # the README shows exactly what print() gives
     assert "```\n" + str(pipeline) + "\n```" in readme
-    assert [p.name for p in pipeline.passes] == ["fixed-point(simplify)", "transpose-folding", "dce", "fusion", "dce"]
+    assert [p.name for p in pipeline.passes] == ["fixed-point(simplify)", "transpose-folding",
+                                                  "conv-canonicalization", "dce", "fusion", "dce"]
     assert minixla.jit.optimization_pipeline is sys.modules["minixla.jit"].optimization_pipeline

@@ -213,11 +213,14 @@ def test_conv_bias_relu_one_gemm_kernel():
     close_to_jax(exe(x, w, b)[0], f(jax.lax, jnp)(x, w, b), 9 * 16)
 
 
-def test_conv_nchw_falls_back_to_rows():
-    x, w = randn(1, 3, 6, 6), randn(4, 3, 3, 3)
-    exe = compiled(lambda x, w: lax.conv_general_dilated(x, w, (1, 1), "SAME"), x, w)
+def test_conv_grouped_falls_back_to_rows():
+    # (an NCHW conv is a GEMM between transposes: tests/test_conv_canonicalization.py)
+    x, w = randn(1, 6, 6, 4), randn(3, 3, 2, 6)
+    conv = lambda L: lambda x, w: L.conv_general_dilated(  # noqa: E731
+        x, w, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC"), feature_group_count=2)
+    exe = compiled(conv(lax), x, w)
     assert exe.kernels()[0]["strategy"] == "conv-rows"
-    close_to_jax(exe(x, w)[0], jax.lax.conv_general_dilated(x, w, (1, 1), "SAME"), 27)
+    close_to_jax(exe(x, w)[0], conv(jax.lax)(x, w), 18)
 
 
 # ---------------------------------------------------------------------------------------
