@@ -303,17 +303,19 @@ def api_name():
     """The name of the minixla function the user's line called (``'minixla.numpy.add'`` for
     ``x + 2**40``): the outermost public ``minixla.numpy``/``minixla.lax`` function below the
     user's frame, for error messages that name the op. ``None`` when there is none."""
-    modules = {os.path.join(_PKG_DIR, "numpy.py"): "minixla.numpy", os.path.join(_PKG_DIR, "lax.py"): "minixla.lax"}
+    packages = {os.path.join(_PKG_DIR, "numpy") + os.sep: "minixla.numpy",
+                os.path.join(_PKG_DIR, "lax") + os.sep: "minixla.lax"}
     f, found = sys._getframe(1), None
     while f is not None:
         fname = os.path.abspath(f.f_code.co_filename)
         if not (fname.startswith(_INTERNAL_DIRS) or f.f_code.co_filename.startswith("<frozen")):
             break
-        if fname in modules:
+        package = next((p for d, p in packages.items() if fname.startswith(d)), None)
+        if package is not None:
             name = f.f_code.co_name
             if name == "fn":  # a function made by a factory (``_binary``) knows its public name
                 name = f.f_locals.get("name", "_")
             if not name.startswith(("_", "<")):
-                found = f"{modules[fname]}.{name}"
+                found = f"{package}.{name}"
         f = f.f_back
     return found
