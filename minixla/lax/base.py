@@ -4,7 +4,6 @@ and the argument checks and Python-scalar handling the user-facing functions sha
 """
 from __future__ import annotations
 
-
 import numpy as np
 import jax
 

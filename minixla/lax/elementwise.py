@@ -4,7 +4,6 @@ dtypes are never promoted (``minixla.numpy`` does that).
 """
 from __future__ import annotations
 
-
 import numpy as np
 import jax
 

@@ -3,7 +3,6 @@ reductions (``cumsum`` & co., lowered as XLA reduce-windows).
 """
 from __future__ import annotations
 
-
 import numpy as np
 import jax
 

@@ -3,7 +3,6 @@ concatenate, and the functions that build or stage arrays (``full``, ``stage_con
 """
 from __future__ import annotations
 
-
 import numpy as np
 import jax
 
