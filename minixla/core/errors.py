@@ -222,6 +222,35 @@ def wrap_public_functions(namespace: dict, extra=()) -> None:
         namespace[name] = api_boundary(namespace[name], op)
 
 
+def wrap_package_functions(namespace: dict, modules, extra=()) -> None:
+    """``wrap_public_functions`` for a package split into ``modules`` (``minixla.numpy``'s and
+    ``minixla.lax``'s families), called at the end of its ``__init__``: every public function
+    defined in the package becomes an ``api_boundary`` named after the name it is bound to (an
+    alias, ``divide = true_divide``, gets its own), once, and every binding of it, in the
+    package ``namespace`` and in each module's, is replaced by that boundary, so calls from one
+    family to another cross it as calls inside one module do. The boundaries carry the
+    package's name as ``__module__`` (``minixla.numpy.where.__module__ == 'minixla.numpy'``)."""
+    package = namespace["__name__"]
+    defined_here = {package} | {m.__name__ for m in modules}
+    boundaries = {}
+
+    def boundary(name, fun, op):
+        if (name, fun) not in boundaries:
+            boundaries[name, fun] = api_boundary(fun, op)
+            boundaries[name, fun].__module__ = package
+        return boundaries[name, fun]
+
+    for ns in [namespace] + [vars(m) for m in modules]:
+        for name, value in list(ns.items()):
+            if (not name.startswith("_") and callable(value) and not isinstance(value, type)
+                    and getattr(value, "__module__", None) in defined_here
+                    and getattr(value, "__code__", None) not in (None, _BOUNDARY_CODE)):
+                ns[name] = boundary(name, value, name)
+        for name, op in extra:
+            if name in ns and ns[name].__code__ is not _BOUNDARY_CODE:
+                ns[name] = boundary(name, ns[name], op)
+
+
 # ---------------------------------------------------------------------------------------
 # A JAX function called on a minixla traced value.
 
@@ -317,17 +346,19 @@ def api_name():
     """The name of the minixla function the user's line called (``'minixla.numpy.add'`` for
     ``x + 2**40``): the outermost public ``minixla.numpy``/``minixla.lax`` function below the
     user's frame, for error messages that name the op. ``None`` when there is none."""
-    modules = {os.path.join(_PKG_DIR, "numpy.py"): "minixla.numpy", os.path.join(_PKG_DIR, "lax.py"): "minixla.lax"}
+    packages = {os.path.join(_PKG_DIR, "numpy") + os.sep: "minixla.numpy",
+                os.path.join(_PKG_DIR, "lax") + os.sep: "minixla.lax"}
     f, found = sys._getframe(1), None
     while f is not None:
         fname = os.path.abspath(f.f_code.co_filename)
         if not (fname.startswith(_INTERNAL_DIRS) or f.f_code.co_filename.startswith("<frozen")):
             break
-        if fname in modules:
+        package = next((p for d, p in packages.items() if fname.startswith(d)), None)
+        if package is not None:
             name = f.f_code.co_name
             if name == "fn":  # a function made by a factory (``_binary``) knows its public name
                 name = f.f_locals.get("name", "_")
             if not name.startswith(("_", "<")):
-                found = f"{modules[fname]}.{name}"
+                found = f"{package}.{name}"
         f = f.f_back
     return found

@@ -1,0 +1,37 @@
+"""``minixla.lax``: the primitives, with ``jax.lax``'s names, signatures and shape/dtype rules.
+
+Each primitive is defined once, in the module of its family: a ``Primitive`` object, a shape
+rule (avals in, aval out) registered in ``core.shape_rules``, an eager implementation in
+``core.impl_rules`` (the reference, ``jax.lax`` itself, run op by op) and the user-facing
+wrapper function that binds it. Lowering to HLO, evaluation, LLVM code generation and the JAX
+hand-off keep their own tables.
+
+Like ``jax.lax`` (and unlike ``minixla.numpy``) these functions do not promote dtypes or
+broadcast, except that a rank-0 operand may be combined with an array of any shape.
+
+The families, each building on the ones before it:
+
+- ``base``: ``_std_prim`` and the checks every family shares
+- ``elementwise``: unary and binary ops, comparisons, ``select_n``, ``clamp``, conversions
+- ``structural``: broadcast, reshape, transpose, slice, iota, squeeze, rev, pad, concatenate, ``full``
+- ``reductions``: ``reduce_*``, ``argmax``/``argmin``, ``cumsum`` & co.
+- ``contractions``: ``dot_general``, ``conv_general_dilated``
+- ``indexing``: ``dynamic_slice``, ``gather``/``scatter``, ``GatherScatterMode``
+
+This module is the public face: it re-exports every family's names.
+"""
+from minixla.core import errors
+from minixla.lax import base, elementwise, structural  # noqa: I001 (in layer order)
+from minixla.lax import reductions, contractions, indexing
+from minixla.lax.base import *  # noqa: F401,F403
+from minixla.lax.elementwise import *  # noqa: F401,F403
+from minixla.lax.elementwise import _convert_weak  # noqa: F401 (minixla.numpy's promotion)
+from minixla.lax.structural import *  # noqa: F401,F403
+from minixla.lax.reductions import *  # noqa: F401,F403
+from minixla.lax.contractions import *  # noqa: F401,F403
+from minixla.lax.indexing import *  # noqa: F401,F403
+
+# Every public function is an API boundary: an error escaping it names the function, the
+# shapes it was given and the user's line (``errors.api_boundary``). Keep this at the end.
+errors.wrap_package_functions(globals(), [base, elementwise, structural, reductions, contractions,
+                                          indexing])
