@@ -1,0 +1,36 @@
+"""Recognizing a cumulative reduction (a *scan*) written as a ``reduce-window``.
+
+JAX lowers ``cumsum``/``cumprod``/``cummax``/``cummin`` along axis ``a`` of length ``n`` to a
+``reduce-window`` whose window covers the whole axis (size ``n``, stride 1, no dilation) padded by
+``(n-1, 0)``, so output ``i`` reduces elements ``0..i`` (``(0, n-1)`` when reversed: ``i..n-1``),
+every other dim having a window of 1. Computed window by window that is O(n^2) work; XLA:CPU
+rewrites such a window into a running accumulator along the axis, O(n). ``scan_axis`` is the
+one test the fusion pass, the LLVM backend and the HLO evaluator share.
+"""
+from __future__ import annotations
+
+
+def scan_axis(instr) -> tuple[int, bool] | None:
+    """``(axis, reverse)`` when ``instr`` is a one-operand ``reduce-window`` computing a prefix
+    (``reverse=False``) or suffix (``reverse=True``) reduction along ``axis``; else ``None``.
+
+    A window over an axis of length 1 is not a scan (each output is one element: elemental code
+    is already O(n)). Mirrors the windows XLA:CPU's ``ReduceWindowRewriter`` turns into scans.
+    """
+    if instr.opcode != "reduce-window" or len(instr.operands) != 2 or instr.shape.is_tuple:
+        return None
+    w = instr.attrs["window"]
+    dims = instr.operands[0].shape.dims
+    if tuple(instr.shape.dims) != tuple(dims):
+        return None
+    if any(s != 1 for s in w["stride"]) or any(d != 1 for d in (*w["lhs_dilate"], *w["rhs_dilate"])):
+        return None
+    found = None
+    for d, (n, size, pad) in enumerate(zip(dims, w["size"], w["pad"])):
+        pad = tuple(pad)
+        if size == 1 and pad == (0, 0):
+            continue
+        if found is not None or n < 2 or size != n or pad not in ((n - 1, 0), (0, n - 1)):
+            return None
+        found = (d, pad == (0, n - 1))
+    return found
