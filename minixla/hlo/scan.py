@@ -9,6 +9,8 @@ one test the fusion pass, the LLVM backend and the HLO evaluator share.
 """
 from __future__ import annotations
 
+import numpy as np
+
 
 def scan_axis(instr) -> tuple[int, bool] | None:
     """``(axis, reverse)`` when ``instr`` is a one-operand ``reduce-window`` computing a prefix
@@ -34,3 +36,31 @@ def scan_axis(instr) -> tuple[int, bool] | None:
             return None
         found = (d, pad == (0, n - 1))
     return found
+
+
+#: below this axis length a suffix scan whose order matters is computed window by window.
+SHORT_AXIS = 32
+
+
+def scan_keeps_window_order(instr) -> bool:
+    """Whether a running accumulator gives the window's own values bit for bit.
+
+    A prefix window is reduced in scan order anyway: ``((init . x0) . x1) ...``. A suffix
+    window reduces ``x_i, x_i+1, ...`` left to right, while the scan from the end computes
+    ``x_i . (x_i+1 . ...)``: the same only for exactly associative and commutative reducers,
+    i.e. integer and bool dtypes. (For float sums XLA itself only keeps the window order on
+    short axes; longer ones it scans as a tree, so there the values agree to rounding.)
+    """
+    _axis, reverse = scan_axis(instr)
+    dtype = instr.shape.dtype
+    return not reverse or np.dtype(dtype).kind in "biu"
+
+
+def runs_as_scan(instr) -> bool:
+    """``scan_axis(instr)`` holds and a scan is what computes it: always unless the window order
+    matters (``scan_keeps_window_order``) and the axis is short (O(n^2) is then at most 32^2
+    steps per position), where the window order gives JAX eager's bits."""
+    found = scan_axis(instr)
+    if found is None:
+        return False
+    return scan_keeps_window_order(instr) or instr.shape.dims[found[0]] >= SHORT_AXIS
