@@ -141,7 +141,8 @@ def test_evaluator_scan_matches_window_by_window(monkeypatch):
             x[0, 0] = -0.0 if dtype != np.int32 else 0
             for axis in (0, 1):
                 for reverse in (False, True):
-                    m = minixla.jit(lambda x: getattr(lax, op)(x, axis=axis, reverse=reverse)).lower(x).hlo_module
+                    fn = minixla.jit(lambda x: getattr(lax, op)(x, axis=axis, reverse=reverse))
+                    m = fn.lower(x).hlo_module
                     new = EV.evaluate(m, x)
                     monkeypatch.setattr(EV, "runs_as_scan", lambda i: False)
                     old = EV.evaluate(m, x)

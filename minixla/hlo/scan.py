@@ -4,8 +4,8 @@ JAX lowers ``cumsum``/``cumprod``/``cummax``/``cummin`` along axis ``a`` of leng
 ``reduce-window`` whose window covers the whole axis (size ``n``, stride 1, no dilation) padded by
 ``(n-1, 0)``, so output ``i`` reduces elements ``0..i`` (``(0, n-1)`` when reversed: ``i..n-1``),
 every other dim having a window of 1. Computed window by window that is O(n^2) work; XLA:CPU
-rewrites such a window into a running accumulator along the axis, O(n). ``scan_axis`` is the
-one test the fusion pass, the LLVM backend and the HLO evaluator share.
+rewrites such a window into a scan along the axis, O(n). ``scan_axis`` is the one test the
+fusion pass, the LLVM backend (``backends/llvm/scan.py``) and the HLO evaluator share.
 """
 from __future__ import annotations
 
@@ -57,9 +57,10 @@ def scan_keeps_window_order(instr) -> bool:
 
 
 def runs_as_scan(instr) -> bool:
-    """``scan_axis(instr)`` holds and a scan is what computes it: always unless the window order
-    matters (``scan_keeps_window_order``) and the axis is short (O(n^2) is then at most 32^2
-    steps per position), where the window order gives JAX eager's bits."""
+    """``scan_axis(instr)`` holds and a running accumulator computes it (the HLO evaluator's
+    test): always unless the window order matters (``scan_keeps_window_order``) and the axis is
+    short, where each window is reduced in its own order (JAX eager's bits; at most 32^2 steps
+    per position). The LLVM scan kernel makes the same choice inside the kernel."""
     found = scan_axis(instr)
     if found is None:
         return False
