@@ -30,6 +30,7 @@ import ml_dtypes
 import numpy as np
 
 from minixla.core.errors import UnsupportedError
+from minixla.hlo.scan import runs_as_scan, scan_axis
 
 #: HLO opcode -> rule(instr, *operand_values) -> value
 evaluate_rules: dict = {}
@@ -527,7 +528,39 @@ def _scatter(instr, x, indices, updates):
     return out
 
 
+def _scan(instr, x, init, axis, reverse):
+    """A prefix (suffix) reduce-window in O(n): the reducer applied in window order,
+    ``((init . x0) . x1) . ...``, so the values are those of the window-by-window loop."""
+    region = instr.called[0]
+    x = np.flip(x, axis) if reverse else x
+    root = region.root
+    simple = (root.opcode in _UFUNC_REDUCERS and len(region.instructions) == 3
+              and all(o.opcode == "parameter" for o in root.operands))
+    out = None
+    numeric = np.issubdtype(x.dtype, np.integer) or x.dtype in (np.float16, np.float32, np.float64)
+    if simple and numeric and not (is_float(x.dtype) and root.opcode in ("maximum", "minimum")):
+        # ufunc.accumulate is sequential; starting it at ``init`` keeps its first step.
+        head = np.broadcast_to(np.asarray(init, x.dtype), x.shape[:axis] + (1,) + x.shape[axis + 1:])
+        with np.errstate(all="ignore"):
+            out = _UFUNC_REDUCERS[root.opcode].accumulate(np.concatenate([head, x], axis), axis=axis,
+                                                          dtype=x.dtype)
+        out = np.take(out, np.arange(1, x.shape[axis] + 1), axis=axis)
+        if is_float(x.dtype) and x.dtype != np.float16 and FLUSH_DENORMALS:
+            tiny = np.finfo(x.dtype).tiny
+            if np.any((out != 0) & (np.abs(out) < tiny)) or np.any((x != 0) & (np.abs(x) < tiny)):
+                out = None  # a subnormal partial result: each step must be flushed, as below
+    if out is None:  # any other region (float max/min: NaN rules; bool): one batched step per position
+        out = np.empty(x.shape, x.dtype)
+        acc = np.broadcast_to(init, x.shape[:axis] + x.shape[axis + 1:]).astype(x.dtype)
+        for k in range(x.shape[axis]):
+            acc = evaluate_computation(region, [acc, np.take(x, k, axis=axis)], batched=True)
+            out[(slice(None),) * axis + (k,)] = acc
+    return np.flip(out, axis) if reverse else out
+
+
 def _reduce_window(instr, x, init):
+    if runs_as_scan(instr):
+        return _scan(instr, x, init, *scan_axis(instr))
     w = instr.attrs["window"]
     region = instr.called[0]
     out = np.empty(instr.shape.dims, x.dtype)

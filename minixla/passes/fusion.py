@@ -49,7 +49,11 @@ Legality and profitability rules. Every decision is logged with the rule that ma
    (it would be recomputed for every use), and an expensive producer (exp, log, tanh, divide,
    sqrt, ...) is never fused where a broadcast between it and the fusion root expands it (it
    would be recomputed for every copy). A ``reduce`` reads each operand element once: its
-   operand expression is fused (kInput); its init value must be a constant.
+   operand expression is fused (kInput); its init value must be a constant. So does a
+   cumulative ``reduce-window`` (``cumsum`` & co., ``minixla.hlo.scan.scan_axis``): it roots a
+   kernel of its own, a running accumulator along the axis (the LLVM backend's scan kernel),
+   into which its operand expression is fused and read once per element; like every
+   reduce-window it is never fused into a consumer.
 6. **One hero per kernel.** A fusion has at most one dot, convolution or reduce (its *hero*),
    whose value must reach the root through same-index elementwise ops (and, for a reduce,
    reshapes), never through an expanding broadcast, and must have no user outside the
@@ -106,6 +110,7 @@ import networkx as nx
 import numpy as np
 
 from minixla.hlo.ir import ELEMENTWISE, HloInstruction
+from minixla.hlo.scan import scan_axis
 from minixla.passes.pipeline import HloPass
 
 #: elementwise opcodes (``clamp`` is listed for when lowering produces it).
@@ -548,7 +553,7 @@ class FusionPass(HloPass):
     def _reads_once(self, u, p) -> bool:
         if _is_elementwise(u) or u.opcode in ("reshape", "transpose", "slice"):
             return True
-        if u.opcode == "reduce":
+        if u.opcode == "reduce" or scan_axis(u) is not None:  # a scan kernel reads x[i] once
             return u.operands[0] is p and u.operands[1] is not p
         return u.opcode == "broadcast" and u.shape.size == p.shape.size
 

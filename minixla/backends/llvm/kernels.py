@@ -51,8 +51,10 @@ from minixla.backends.llvm import gemm as G
 from minixla.backends.llvm import ir_types as T
 from minixla.backends.llvm import reductions as R
 from minixla.backends.llvm.loops import Index, delinearize, for_loop, if_then, linearize, loop_nest, row_major_strides
+from minixla.backends.llvm.scan import emit_scan
 from minixla.core.errors import UnsupportedError
 from minixla.hlo.ir import ELEMENTWISE
+from minixla.hlo.scan import scan_axis
 
 
 @dataclass
@@ -739,6 +741,9 @@ def _emit_body(kb: _KernelBuilder, root):
         return
     if root.opcode == "reduce":
         emit_reduce(kb, root)
+        return
+    if scan_axis(root) is not None:  # cumsum & co.: a running accumulator, not window by window
+        emit_scan(kb, root, _elementwise_cost(root, kb.buffers, root.shape.size))
         return
     from minixla.backends.llvm.kernels_rows import emit_rows_if_row_fusion  # fusion rule 8
     if emit_rows_if_row_fusion(kb, root):

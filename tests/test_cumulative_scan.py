@@ -1,0 +1,152 @@
+"""Cumulative reductions (cumsum/cumprod/cummax/cummin) run as O(n) scans.
+
+They lower to a ``reduce-window`` whose window covers a prefix (suffix) of the axis; the LLVM
+backend used to compute it window by window, O(n^2) (``cumsum`` of 2**18 elements never
+finished). Now ``minixla.hlo.scan.scan_axis`` recognizes the window, the LLVM backend emits a
+scan kernel and the evaluator accumulates along the axis. Values are JAX's (eager, exact for
+short axes; for long float axes XLA:CPU scans in a tree, so there they agree to rounding) and
+bit-identical to the window-by-window order the elemental code computed (prefix windows; a
+float suffix window on an axis of 32 or more is accumulated from the end, as XLA does not keep
+the window order there either).
+"""
+import jax
+import jax.numpy as jnp
+import ml_dtypes
+import numpy as np
+import pytest
+
+import minixla
+import minixla.hlo.evaluator as EV
+from minixla import lax
+from minixla.hlo.scan import scan_axis
+
+OPS = ["cumsum", "cumprod", "cummax", "cummin"]
+CASES = [((5,), 0), ((3, 4), 0), ((3, 4), 1), ((2, 3, 4), 0), ((2, 3, 4), 1), ((2, 3, 4), 2),
+         ((1,), 0), ((0,), 0), ((0, 4), 1), ((3, 1), 1)]
+
+
+def _data(shape, dtype, seed=0):
+    rs = np.random.RandomState(seed)
+    if dtype == np.bool_:
+        return rs.rand(*shape) < 0.5
+    if np.issubdtype(dtype, np.integer):
+        return rs.randint(-3, 4, shape).astype(dtype)
+    return rs.randn(*shape).astype(dtype)
+
+
+def _bits(a):
+    a = np.ascontiguousarray(a)
+    return a.view(np.uint8) if a.size else a
+
+
+@pytest.mark.parametrize("backend", ["llvm", "jax"])
+@pytest.mark.parametrize("dtype", [np.int32, np.float32, np.float16, np.bool_])
+@pytest.mark.parametrize("op", OPS)
+def test_cumulative_matches_jax(op, dtype, backend):
+    for shape, axis in CASES:
+        for reverse in (False, True):
+            x = _data(shape, dtype)
+            try:
+                want = getattr(jax.lax, op)(x, axis=axis, reverse=reverse)
+            except TypeError:  # JAX rejects bool cumsum/cumprod: so must we
+                with pytest.raises(TypeError):
+                    minixla.jit(lambda x: getattr(lax, op)(x, axis=axis, reverse=reverse), backend=backend)(x)
+                continue
+            got = minixla.jit(lambda x: getattr(lax, op)(x, axis=axis, reverse=reverse), backend=backend)(x)
+            got, want = np.asarray(got), np.asarray(want)
+            assert got.dtype == want.dtype and got.shape == want.shape, (op, shape, axis, reverse)
+            np.testing.assert_array_equal(_bits(got), _bits(want), err_msg=f"{op} {shape} {axis} {reverse}")
+
+
+@pytest.mark.parametrize("dtype", [np.float32, ml_dtypes.bfloat16])
+def test_narrow_and_long_float_scans_are_sequential_and_near_jax(dtype):
+    # Sequential order, each partial result rounded to the dtype (bfloat16 included: the elemental
+    # code kept the running sum in f32); JAX (XLA's tree scan for long axes) agrees to rounding.
+    x = _data((300, 3), dtype, seed=1)
+    for axis in (0,):
+        for reverse in (False, True):
+            f = minixla.jit(lambda x: lax.cumsum(x, axis=axis, reverse=reverse), backend="llvm")
+            got = np.asarray(f(x))
+            xs = np.flip(x, axis) if reverse else x
+            acc = np.zeros(np.delete(x.shape, axis), dtype)
+            seq = []
+            for k in range(x.shape[axis]):
+                acc = (acc.astype(np.float32) + np.take(xs, k, axis).astype(np.float32)).astype(dtype)
+                seq.append(acc)
+            seq = np.stack(seq, axis)
+            seq = np.flip(seq, axis) if reverse else seq
+            np.testing.assert_array_equal(_bits(got), _bits(seq))
+            want = np.asarray(jax.lax.cumsum(x, axis=axis, reverse=reverse)).astype(np.float32)
+            tol = 1e-4 if dtype == np.float32 else 0.1
+            np.testing.assert_allclose(got.astype(np.float32), want, rtol=tol, atol=tol * 10)
+
+
+def _compiled_llvm(fn, x):
+    return minixla.jit(fn, backend="llvm").lower(x).compile()
+
+
+def test_large_cumsum_is_a_scan_kernel():
+    # Regression: 2**18 elements never finished on the LLVM backend (O(n^2) window loops).
+    n = 2 ** 20
+    x = np.ones(n, np.int32)
+    c = _compiled_llvm(lambda x: jnp_cumsum(x), x)
+    assert [k["strategy"] for k in c.executable.kernels()] == ["scan"]
+    np.testing.assert_array_equal(np.asarray(c(x)), np.arange(1, n + 1, dtype=np.int32))
+    # Along the major axis of a matrix (vectorized over the rows, chunked into units), reversed.
+    y = _data((1024, 1030), np.float32)
+    c = _compiled_llvm(lambda y: lax.cummax(y, axis=0, reverse=True), y)
+    assert [k["strategy"] for k in c.executable.kernels()] == ["scan"]
+    np.testing.assert_array_equal(np.asarray(c(y)), np.flip(np.maximum.accumulate(np.flip(y, 0), 0), 0))
+    s = np.asarray(minixla.jit(lambda y: lax.cumsum(y, axis=0), backend="llvm")(y))
+    np.testing.assert_array_equal(_bits(s), _bits(np.add.accumulate(y, 0, dtype=np.float32)))
+
+
+def jnp_cumsum(x):
+    import minixla.numpy as mnp
+    return mnp.cumsum(x)
+
+
+def test_fused_operand_is_read_once_in_the_scan_kernel():
+    x = _data((4, 3000), np.float32)
+    c = _compiled_llvm(lambda x: lax.cumsum(jnp_exp(x) * 2.0, axis=1), x)
+    kernels = c.executable.kernels()
+    assert len(kernels) == 1 and kernels[0]["strategy"] == "scan"
+    assert "exponential" in kernels[0]["opcodes"]
+    np.testing.assert_allclose(np.asarray(c(x)), np.asarray(jnp.cumsum(jnp.exp(x) * 2.0, axis=1)), rtol=1e-4)
+
+
+def jnp_exp(x):
+    import minixla.numpy as mnp
+    return mnp.exp(x)
+
+
+def test_scan_axis_recognizes_only_prefix_and_suffix_windows():
+    x = np.zeros((3, 4), np.float32)
+    m = minixla.jit(lambda x: lax.cumsum(x, axis=1, reverse=True)).lower(x).hlo_module
+    rw, = [i for i in m.entry.instructions if i.opcode == "reduce-window"]
+    assert scan_axis(rw) == (1, True)
+    w = rw.attrs["window"]
+    rw.attrs["window"] = dict(w, pad=((0, 0), (1, 2)))  # not a suffix any more
+    assert scan_axis(rw) is None
+    rw.attrs["window"] = dict(w, stride=(1, 2))
+    assert scan_axis(rw) is None
+    rw.attrs["window"] = dict(w, pad=((0, 0), (3, 0)))  # a prefix
+    assert scan_axis(rw) == (1, False)
+
+
+def test_evaluator_scan_matches_window_by_window(monkeypatch):
+    for dtype in (np.float32, np.int32, np.float16):
+        for op in OPS:
+            x = _data((6, 5), dtype, seed=2)
+            x[0, 0] = -0.0 if dtype != np.int32 else 0
+            for axis in (0, 1):
+                for reverse in (False, True):
+                    fn = minixla.jit(lambda x: getattr(lax, op)(x, axis=axis, reverse=reverse))
+                    m = fn.lower(x).hlo_module
+                    new = EV.evaluate(m, x)
+                    monkeypatch.setattr(EV, "runs_as_scan", lambda i: False)
+                    old = EV.evaluate(m, x)
+                    monkeypatch.undo()
+                    np.testing.assert_array_equal(_bits(new), _bits(old))
+                    want = np.asarray(getattr(jax.lax, op)(x, axis=axis, reverse=reverse))
+                    np.testing.assert_array_equal(_bits(new), _bits(want))
