@@ -33,5 +33,14 @@ def filecheck(text: str, checks: str):
 
 
 @pytest.fixture
+def x64():
+    """Run the test with ``jax_enable_x64`` on (64-bit default int and float, as JAX), then restore it."""
+    prev = jax.config.jax_enable_x64
+    jax.config.update("jax_enable_x64", True)
+    yield
+    jax.config.update("jax_enable_x64", prev)
+
+
+@pytest.fixture
 def rng():
     return np.random.default_rng(0)

@@ -145,13 +145,6 @@ def test_narrow_float_conversions(src, dst, backend, rng):
                       x, rtol=0, atol=0, backends=(backend,))
 
 
-@pytest.fixture
-def x64():
-    prev = jax.config.jax_enable_x64
-    jax.config.update("jax_enable_x64", True)
-    yield
-    jax.config.update("jax_enable_x64", prev)
-
 
 def test_x64_float64_and_int64(x64, backend, rng):
     x = rng.standard_normal((3, 5))

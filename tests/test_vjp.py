@@ -154,13 +154,6 @@ def test_escaped_tracer_is_still_an_error():
         lax.add(leak[0], 1.0)
 
 
-@pytest.fixture
-def x64():
-    prev = jax.config.jax_enable_x64
-    jax.config.update("jax_enable_x64", True)
-    yield
-    jax.config.update("jax_enable_x64", prev)
-
 
 def _numerical_grad(f, x, eps=1e-6):
     g = np.zeros_like(x)

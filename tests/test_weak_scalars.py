@@ -42,13 +42,6 @@ def backend(request):
     return request.param
 
 
-@pytest.fixture
-def x64():
-    prev = jax.config.jax_enable_x64
-    jax.config.update("jax_enable_x64", True)
-    yield
-    jax.config.update("jax_enable_x64", prev)
-
 
 def _values(dtype):
     info = np.iinfo(dtype)
