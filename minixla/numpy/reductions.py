@@ -17,8 +17,11 @@ from minixla.numpy.promotion import (
     bfloat16)
 from minixla.numpy.creation import asarray, full_like
 from minixla.numpy.manipulation import ravel, reshape
+from minixla.numpy.promotion import broadcast_to
 from minixla.numpy.elementwise import (
-    _as_bool, _div_by_constant, add, maximum, minimum, multiply, sqrt, subtract)
+    _as_bool, _div_by_constant, add, isnan, logical_and, logical_not, maximum, minimum, multiply,
+    sqrt, subtract, true_divide)
+from minixla.numpy.elementwise import where as _where
 
 
 # ---------------------------------------------------------------------------------------
@@ -32,19 +35,45 @@ def _upcast_f16(dt):
     return np.dtype(np.float32) if np.dtype(dt) in (np.dtype(np.float16), np.dtype(bfloat16)) else np.dtype(dt)
 
 
+def _operand(a, name, out=None):
+    """The reduction's operand as an array or tracer; ``out=`` raises as in JAX (arrays are immutable)."""
+    if out is not None:
+        raise errors.UnsupportedError(f"{name}: out= is not supported (arrays are immutable){_where_line()}")
+    return _arr(a) if isinstance(a, Tracer) else asarray(a)
+
+
+def _masked(a, where, fill):
+    """``a`` with the elements where ``where`` is False replaced by ``fill`` — the reduction's
+    identity, so they do not count (``where=`` of every ``jnp`` reduction). ``where`` broadcasts
+    to ``a``'s shape (ShapeError otherwise)."""
+    if where is None:
+        return a
+    shape = get_aval(a).shape
+    mask = broadcast_to(_as_bool(where), shape)
+    return lax.select_n(mask, full_like(a, fill), a)
+
+
+def _count(where, shape, axes, dtype, keepdims):
+    """How many elements ``where`` selects along ``axes``, in ``dtype`` (the normalizer of a
+    masked ``mean``/``var``)."""
+    mask = broadcast_to(_as_bool(where), shape)
+    return sum(mask, axes, dtype=dtype, keepdims=keepdims)
+
+
 def _sum_like(lax_fn, name, identity):
-    def fn(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):
-        if where is not None or out is not None:
-            raise errors.UnsupportedError(f"{name}: where= and out= are not supported")
-        a = _arr(a)
-        if not isinstance(a, Tracer):
-            a = asarray(a)
+    combine = add if name == "sum" else multiply
+
+    def fn(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None,
+           promote_integers=True):
+        a = _operand(a, name, out)
         aval = get_aval(a)
         axes = _canon_axes(axis, aval.ndim)
         if dtype is None:
             dt = aval.dtype
             if dt == np.bool_:
                 dt = _default_int()
+            elif not promote_integers:
+                pass
             elif dt.kind == "i" and dt.itemsize < _default_int().itemsize:
                 dt = _default_int()
             elif dt.kind == "u" and dt.itemsize < _default_int().itemsize:
@@ -53,15 +82,17 @@ def _sum_like(lax_fn, name, identity):
             dt = canonicalize_dtype(dtype)
         comp = _upcast_f16(dt)
         x = _cast(a, comp) if aval.dtype != comp else a
-        r = lax_fn(x, axes)
+        r = lax_fn(_masked(x, where, identity), axes)
         if initial is not None:
-            r = (add if name == "sum" else multiply)(r, _cast(initial, comp))
+            r = combine(r, _cast(initial, comp))
         r = _cast(r, dt) if comp != dt else r
         return _keepdims(r, aval.shape, axes) if keepdims else r
     fn.__name__ = name
-    fn.__doc__ = (f"``jnp.{name}(a, axis=None, dtype=None, keepdims=False, initial=None)``: bool and "
-                  f"small integers accumulate in the default integer type, f16/bf16 in f32; "
-                  f"an empty extent gives {identity}.")
+    fn.__doc__ = (f"``jnp.{name}(a, axis=None, dtype=None, keepdims=False, initial=None, where=None, "
+                  "promote_integers=True)``: bool and (unless ``promote_integers=False``) small "
+                  "integers accumulate in the default integer type, f16/bf16 in f32; "
+                  f"an empty extent (or one ``where`` masks out) gives {identity}. ``where`` (bool, "
+                  "broadcast to ``a``'s shape) selects the elements that count.")
     return fn
 
 
@@ -69,25 +100,36 @@ sum = _sum_like(lax.reduce_sum, "sum", 0)
 prod = _sum_like(lax.reduce_prod, "prod", 1)
 
 
+def _lowest(dt, name):
+    """The identity of ``reduce_max`` (``name == "max"``) or ``reduce_min`` in ``dt``."""
+    dt = np.dtype(dt)
+    if dt == np.bool_:
+        return name != "max"
+    if dt.kind in "iu":
+        info = np.iinfo(dt)
+        return info.min if name == "max" else info.max
+    return -np.inf if name == "max" else np.inf
+
+
 def _minmax(lax_fn, name):
     def fn(a, axis=None, out=None, keepdims=False, initial=None, where=None):
-        if where is not None or out is not None:
-            raise errors.UnsupportedError(f"{name}: where= and out= are not supported")
-        a = _arr(a)
-        if not isinstance(a, Tracer):
-            a = asarray(a)
+        a = _operand(a, name, out)
         aval = get_aval(a)
         axes = _canon_axes(axis, aval.ndim)
+        if initial is None and where is not None:
+            raise errors.ShapeError(f"reduction operation {name} does not have an identity, so to use "
+                                    f"a where mask one has to specify 'initial'{_where_line()}")
         if initial is None and builtins.any(aval.shape[i] == 0 for i in axes):
             raise errors.ShapeError(f"zero-size array to reduction operation {name} which has no "
                                     f"identity (shape {aval.shape}, axis {axis}){_where_line()}")
-        r = lax_fn(a, axes)
+        r = lax_fn(_masked(a, where, _lowest(aval.dtype, name)), axes)
         if initial is not None:
             r = (maximum if name == "max" else minimum)(r, initial)
         return _keepdims(r, aval.shape, axes) if keepdims else r
     fn.__name__ = name
-    fn.__doc__ = (f"``jnp.{name}``: NaN-propagating; an empty extent needs ``initial`` "
-                  "(else ShapeError, as NumPy/JAX raise).")
+    fn.__doc__ = (f"``jnp.{name}(a, axis=None, keepdims=False, initial=None, where=None)``: "
+                  "NaN-propagating; an empty extent, or a ``where`` mask, needs ``initial`` (else "
+                  "ShapeError, a ValueError, with JAX's message).")
     return fn
 
 
@@ -96,14 +138,15 @@ min = amin = _minmax(lax.reduce_min, "min")
 
 
 def _bool_reduction(lax_fn, name):
-    def fn(a, axis=None, out=None, keepdims=False, where=None):
-        a = _as_bool(_arr(a) if isinstance(a, Tracer) else asarray(a))
+    def fn(a, axis=None, out=None, keepdims=False, *, where=None):
+        a = _as_bool(_operand(a, name, out))
         aval = get_aval(a)
         axes = _canon_axes(axis, aval.ndim)
-        r = lax_fn(a, axes)
+        r = lax_fn(_masked(a, where, name == "all"), axes)
         return _keepdims(r, aval.shape, axes) if keepdims else r
     fn.__name__ = name
-    fn.__doc__ = f"``jnp.{name}``: the truth values reduced over ``axis``."
+    fn.__doc__ = (f"``jnp.{name}(a, axis=None, keepdims=False, *, where=None)``: the truth values "
+                  f"reduced over ``axis``; masked-out elements count as {name == 'all'}.")
     return fn
 
 
@@ -111,44 +154,181 @@ all = _bool_reduction(lax.reduce_and, "all")  # noqa: A001
 any = _bool_reduction(lax.reduce_or, "any")  # noqa: A001
 
 
-def mean(a, axis=None, dtype=None, out=None, keepdims=False, where=None):
-    """Arithmetic mean (``jnp.mean``): integers average in the default float, f16/bf16 in f32."""
-    a = _arr(a) if isinstance(a, Tracer) else asarray(a)
+def _inexact_result(aval_dtype, dtype):
+    """(result dtype, accumulation dtype) of ``mean``/``var``: integers give the default float,
+    f16/bf16 accumulate in f32."""
+    dt = (aval_dtype if _is_inexact(aval_dtype) else _default_float()) if dtype is None \
+        else canonicalize_dtype(dtype)
+    return dt, _upcast_f16(dt)
+
+
+def mean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=None):
+    """Arithmetic mean (``jnp.mean``): integers average in the default float, f16/bf16 in f32.
+
+    With ``where`` (bool, broadcast to ``a``) the sum of the selected elements is divided by their
+    count (NaN where none is selected), as JAX does.
+    """
+    a = _operand(a, "mean", out)
     aval = get_aval(a)
     axes = _canon_axes(axis, aval.ndim)
-    n = math.prod(aval.shape[i] for i in axes)
-    if dtype is None:
-        dt = aval.dtype if _is_inexact(aval.dtype) else _default_float()
-    else:
-        dt = canonicalize_dtype(dtype)
-    comp = _upcast_f16(dt)
-    s = sum(a, axes, dtype=comp, keepdims=keepdims)
-    return _cast(_div_by_constant(s, n), dt)
+    dt, comp = _inexact_result(aval.dtype, dtype)
+    s = sum(a, axes, dtype=comp, keepdims=keepdims, where=where)
+    if where is None:
+        return _cast(_div_by_constant(s, math.prod(aval.shape[i] for i in axes)), dt)
+    return _cast(lax.div(s, _count(where, aval.shape, axes, comp, keepdims)), dt)
 
 
-def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, where=None, correction=None):
-    """Variance ``sum((a - mean)**2) / (n - ddof)`` (``jnp.var``), NaN when ``n - ddof <= 0``."""
-    a = _arr(a) if isinstance(a, Tracer) else asarray(a)
+_arithmetic_mean = mean  # (``var``'s argument ``mean`` is the precomputed mean)
+
+
+def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=None, mean=None,
+        correction=None):
+    """Variance ``sum((a - mean)**2) / (n - ddof)`` (``jnp.var``), NaN when ``n - ddof <= 0``;
+    with ``where``, ``n`` is the count of selected elements (per output element). ``mean``, if
+    given, is the mean computed with ``keepdims=True`` (ShapeError for another rank)."""
+    a = _operand(a, "var", out)
     correction = ddof if correction is None else correction
     aval = get_aval(a)
     axes = _canon_axes(axis, aval.ndim)
-    if dtype is None:
-        dt = aval.dtype if _is_inexact(aval.dtype) else _default_float()
-    else:
-        dt = canonicalize_dtype(dtype)
-    comp = _upcast_f16(dt)
+    dt, comp = _inexact_result(aval.dtype, dtype)
     a = _cast(a, comp)
-    a_mean = mean(a, axes, dtype=comp, keepdims=True)
+    if mean is None:
+        a_mean = _arithmetic_mean(a, axes, dtype=comp, keepdims=True, where=where)
+    else:
+        a_mean = _cast(_arr(mean), comp)
+        if get_aval(a_mean).ndim != aval.ndim:
+            raise errors.ShapeError(f"var: mean of shape {get_aval(a_mean).shape} must have the rank "
+                                    f"of a {aval.shape} (keepdims=True){_where_line()}")
     centered = lax.integer_pow(subtract(a, a_mean), 2)
-    n = math.prod(aval.shape[i] for i in axes)
-    result = _div_by_constant(sum(centered, axes, dtype=comp, keepdims=keepdims), n - correction)
-    result = _cast(result, dt)
-    return result if n - correction > 0 else full_like(result, np.nan, dt)
+    total = sum(centered, axes, dtype=comp, keepdims=keepdims, where=where)
+    if where is None:
+        n = math.prod(aval.shape[i] for i in axes)
+        result = _cast(_div_by_constant(total, n - correction), dt)
+        return result if n - correction > 0 else full_like(result, np.nan, dt)
+    normalizer = subtract(_count(where, aval.shape, axes, comp, keepdims), _cast(correction, comp))
+    result = lax.select_n(lax.gt(normalizer, full_like(normalizer, 0)),
+                          full_like(total, np.nan), lax.div(total, normalizer))
+    return _cast(result, dt)
 
 
-def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, where=None, correction=None):
+def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=None, mean=None,
+        correction=None):
     """Standard deviation, ``sqrt(var)`` (``jnp.std``)."""
-    return sqrt(var(a, axis, dtype, out, ddof, keepdims, where, correction))
+    return sqrt(var(a, axis, dtype, out, ddof, keepdims, where=where, mean=mean, correction=correction))
+
+
+# ---------------------------------------------------------------------------------------
+# NaN-ignoring reductions: each is its plain reduction with the NaNs masked out, as jnp's.
+
+def _not_nan(a):
+    return logical_not(isnan(a))
+
+
+def nansum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):
+    """``jnp.nansum``: ``sum`` treating NaN as 0."""
+    a = _operand(a, "nansum", out)
+    return sum(a, axis, dtype, None, keepdims, initial, _and_where(_not_nan(a), where))
+
+
+def nanprod(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):
+    """``jnp.nanprod``: ``prod`` treating NaN as 1."""
+    a = _operand(a, "nanprod", out)
+    return prod(a, axis, dtype, None, keepdims, initial, _and_where(_not_nan(a), where))
+
+
+def _and_where(mask, where):
+    return mask if where is None else logical_and(mask, where)
+
+
+def _nan_extreme(reduction, name):
+    def fn(a, axis=None, out=None, keepdims=False, initial=None, where=None):
+        a = _operand(a, name, out)
+        aval = get_aval(a)
+        if not _is_inexact(aval.dtype):
+            return reduction(a, axis, None, keepdims, initial, where)
+        fill = -np.inf if name == "nanmax" else np.inf
+        r = reduction(_where(isnan(a), _cast(fill, aval.dtype), a), axis, None, keepdims, initial, where)
+        if initial is not None:
+            return r
+        return _where(all(isnan(a), axis, keepdims=keepdims), _cast(np.nan, aval.dtype), r)
+    fn.__name__ = name
+    fn.__doc__ = (f"``jnp.{name}``: ``{name[3:]}`` ignoring NaNs; NaN where every element is NaN "
+                  "(unless ``initial`` is given).")
+    return fn
+
+
+nanmax = _nan_extreme(max, "nanmax")
+nanmin = _nan_extreme(min, "nanmin")
+
+
+def nanmean(a, axis=None, dtype=None, out=None, keepdims=False, where=None):
+    """``jnp.nanmean``: the mean of the non-NaN elements (NaN where there is none)."""
+    a = _operand(a, "nanmean", out)
+    aval = get_aval(a)
+    if not _is_inexact(aval.dtype):
+        return mean(a, axis, dtype, None, keepdims, where=where)
+    return mean(a, axis, dtype, None, keepdims, where=_and_where(_not_nan(a), where))
+
+
+def nanvar(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, where=None, mean=None):
+    """``jnp.nanvar``: the variance of the non-NaN elements (NaN where fewer than ``ddof + 1``)."""
+    a = _operand(a, "nanvar", out)
+    if _is_inexact(get_aval(a).dtype):
+        where = _and_where(_not_nan(a), where)
+    return var(a, axis, dtype, None, ddof, keepdims, where=where, mean=mean)
+
+
+def nanstd(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, where=None, mean=None):
+    """``jnp.nanstd``: ``sqrt(nanvar)``."""
+    return sqrt(nanvar(a, axis, dtype, out, ddof, keepdims, where, mean))
+
+
+def count_nonzero(a, axis=None, keepdims=False):
+    """``jnp.count_nonzero``: the number of nonzero (NaN counts) elements, in the default int."""
+    a = _operand(a, "count_nonzero")
+    return sum(_as_bool(a), axis, dtype=_default_int(), keepdims=keepdims)
+
+
+def ptp(a, axis=None, out=None, keepdims=False):
+    """``jnp.ptp``: ``max - min`` along ``axis`` (peak to peak)."""
+    a = _operand(a, "ptp", out)
+    return subtract(max(a, axis, keepdims=keepdims), min(a, axis, keepdims=keepdims))
+
+
+def average(a, axis=None, weights=None, returned=False, keepdims=False):
+    """``jnp.average``: ``sum(a * w) / sum(w)`` along ``axis`` (the mean when ``weights`` is None).
+
+    ``weights`` has ``a``'s shape, or is 1-D of ``a.shape[axis]`` when ``axis`` is an int
+    (ValueError otherwise, with JAX's messages). ``returned=True`` also gives ``sum(w)``
+    broadcast to the result.
+    """
+    a = _operand(a, "average")
+    aval = get_aval(a)
+    if weights is None:
+        avg = mean(a, axis, keepdims=keepdims)
+        axes = _canon_axes(axis, aval.ndim)
+        count = math.prod(aval.shape[i] for i in axes)
+        weights_sum = full_like(avg, count, get_aval(avg).dtype)
+        return (avg, weights_sum) if returned else avg
+    w = _operand(weights, "average")
+    w_aval = get_aval(w)
+    dt = get_aval(true_divide(multiply(_cast(0, aval.dtype), _cast(0, w_aval.dtype)), 1.0)).dtype
+    if w_aval.shape != aval.shape:
+        if axis is None:
+            raise errors.ShapeError("Axis must be specified when shapes of a and weights differ."
+                                    f"{_where_line()}")
+        if w_aval.ndim != 1 or not isinstance(axis, int) or \
+                w_aval.shape[0] != aval.shape[_canon_axis1(axis, aval.ndim)]:
+            raise errors.ShapeError("Shape of weights must be consistent with shape of a along "
+                                    f"specified axis.{_where_line()}")
+        ax = _canon_axis1(axis, aval.ndim)
+        w = lax.broadcast_in_dim(w, aval.shape, (ax,))
+    a, w = _cast(a, dt), _cast(w, dt)
+    weights_sum = sum(w, axis, keepdims=keepdims)
+    avg = true_divide(sum(multiply(a, w), axis, keepdims=keepdims), weights_sum)
+    if returned:
+        return avg, broadcast_to(weights_sum, get_aval(avg).shape)
+    return avg
 
 
 def _argminmax(lax_fn, name):
@@ -174,6 +354,24 @@ def _argminmax(lax_fn, name):
 
 argmax = _argminmax(lax.argmax, "argmax")
 argmin = _argminmax(lax.argmin, "argmin")
+
+
+def _nan_arg(arg, name):
+    def fn(a, axis=None, out=None, keepdims=False):
+        a = _operand(a, name, out)
+        aval = get_aval(a)
+        if not _is_inexact(aval.dtype):
+            return arg(a, axis, keepdims=keepdims)
+        fill = -np.inf if name == "nanargmax" else np.inf
+        r = arg(_where(isnan(a), _cast(fill, aval.dtype), a), axis, keepdims=keepdims)
+        return _where(all(isnan(a), axis, keepdims=keepdims), _cast(-1, get_aval(r).dtype), r)
+    fn.__name__ = name
+    fn.__doc__ = f"``jnp.{name}``: ``{name[3:]}`` ignoring NaNs; -1 where every element is NaN."
+    return fn
+
+
+nanargmax = _nan_arg(argmax, "nanargmax")
+nanargmin = _nan_arg(argmin, "nanargmin")
 
 
 def _cumulative(lax_fn, name):
