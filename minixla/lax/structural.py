@@ -3,6 +3,8 @@ concatenate, and the functions that build or stage arrays (``full``, ``stage_con
 """
 from __future__ import annotations
 
+import builtins
+
 import numpy as np
 import jax
 
@@ -193,6 +195,26 @@ def slice(operand, start_indices, limit_indices, strides=None):  # noqa: A001 (j
     """Static strided slice (``jax.lax.slice``)."""
     return slice_p.bind(operand, start_indices=tuple(start_indices), limit_indices=tuple(limit_indices),
                         strides=tuple(strides) if strides is not None else None)
+
+
+def slice_in_dim(operand, start_index, limit_index, stride=1, axis=0):
+    """``slice`` along one ``axis`` (``jax.lax.slice_in_dim``); ``None`` and negative bounds
+    count as in Python slicing."""
+    shape = get_aval(operand).shape
+    axis = int(axis) % len(shape)
+    start, limit, _ = builtins.slice(start_index, limit_index).indices(shape[axis])
+    starts, limits, strides = [0] * len(shape), list(shape), [1] * len(shape)
+    starts[axis], limits[axis], strides[axis] = start, builtins.max(start, limit), int(stride)
+    return slice(operand, starts, limits, strides)
+
+
+def index_in_dim(operand, index, axis=0, keepdims=True):
+    """The slice at static ``index`` of one ``axis`` (``jax.lax.index_in_dim``), the axis
+    kept (size 1) or dropped."""
+    size = get_aval(operand).shape[int(axis)]
+    index = int(index) + size if int(index) < 0 else int(index)
+    out = slice_in_dim(operand, index, index + 1, 1, axis)
+    return out if keepdims else squeeze(out, (axis,))
 
 
 def broadcasted_iota(dtype, shape, dimension):

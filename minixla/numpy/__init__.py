@@ -21,12 +21,15 @@ and ``asarray`` <-> ``stack``, are closed by an import at the end of ``promotion
 - ``contractions``: ``matmul``, ``dot``, ``tensordot``, ``einsum``
 - ``indexing``: ``take``/``take_along_axis``/``repeat``, ``x[idx]``, ``x.at[idx]``
 - ``misc``: ``shape``/``ndim``/``size``, ``result_type``, ``can_cast``, ``logaddexp``
+- ``ufuncs``: ``hypot``, ``copysign``, ``logaddexp2``, ``fmax``, ``sinc``, ``isclose``, ...
+- ``matrices``: ``tril``/``triu``, ``diag``/``diagonal``/``trace``, ``meshgrid``, ``kron``, ``cross``
+- ``sequences``: ``diff``, ``convolve``/``correlate``, ``polyval``, ``cov``, ``isin``, ``bincount``
 
 This module is the public face: it re-exports every module's names.
 """
 from minixla.core import errors
 from minixla.numpy import promotion, creation, manipulation, elementwise  # noqa: I001 (in layer order)
-from minixla.numpy import reductions, contractions, indexing, misc
+from minixla.numpy import reductions, contractions, indexing, misc, ufuncs, matrices, sequences
 from minixla.numpy.promotion import *  # noqa: F401,F403
 from minixla.numpy.promotion import _arr, _canon_axes, _canon_axis1, _promote_inexact  # noqa: F401 (for nn)
 from minixla.numpy.creation import *  # noqa: F401,F403
@@ -38,6 +41,9 @@ from minixla.numpy.indexing import *  # noqa: F401,F403
 # (Tracer's ``x[idx]`` and ``x.at`` reach these)
 from minixla.numpy.indexing import _IndexUpdateHelper, _IndexUpdateRef, _getitem  # noqa: F401
 from minixla.numpy.misc import *  # noqa: F401,F403
+from minixla.numpy.ufuncs import *  # noqa: F401,F403
+from minixla.numpy.matrices import *  # noqa: F401,F403
+from minixla.numpy.sequences import *  # noqa: F401,F403
 
 # ---------------------------------------------------------------------------------------
 # Every public function is an API boundary: an error escaping it names the function, the
@@ -48,7 +54,8 @@ def _at_operands(ref, *args, **kwargs):
 
 
 errors.wrap_package_functions(globals(), [promotion, creation, manipulation, elementwise, reductions,
-                                          contractions, indexing, misc], extra=[("_getitem", "getitem")])
+                                          contractions, indexing, misc, ufuncs, matrices, sequences],
+                               extra=[("_getitem", "getitem")])
 for _name in ("get", "set", "add", "multiply", "mul", "min", "max"):
     setattr(_IndexUpdateRef, _name, errors.api_boundary(getattr(_IndexUpdateRef, _name), f"at[].{_name}",
                                                         _at_operands))

@@ -98,6 +98,11 @@ def zeros_like(a, dtype=None, shape=None):
     return full_like(a, 0, dtype, shape)
 
 
+def empty_like(prototype, dtype=None, shape=None):
+    """``jnp.empty_like``: as JAX, the zeros of ``prototype``'s (or the given) dtype and shape."""
+    return zeros_like(prototype, dtype, shape)
+
+
 def ones_like(a, dtype=None, shape=None):
     """Ones with ``a``'s shape and dtype (``jnp.ones_like``)."""
     shape, dtype = _like(a, dtype, shape)
@@ -127,6 +132,18 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis
     if retstep:
         return lax.stage_constant(np.asarray(out[0])), np.asarray(out[1])
     return lax.stage_constant(np.asarray(out))
+
+
+def logspace(start, stop, num=50, endpoint=True, base=10.0, dtype=None, axis=0):
+    """``base ** linspace(start, stop, num)`` (``jnp.logspace``) with static arguments: a
+    constant, computed by JAX so the values match."""
+    return lax.stage_constant(np.asarray(_jnp.logspace(start, stop, num, endpoint, base, dtype, axis)))
+
+
+def geomspace(start, stop, num=50, endpoint=True, dtype=None, axis=0):
+    """Numbers spaced evenly on a log scale from ``start`` to ``stop`` (``jnp.geomspace``) with
+    static arguments: a constant, computed by JAX so the values match."""
+    return lax.stage_constant(np.asarray(_jnp.geomspace(start, stop, num, endpoint, dtype, axis)))
 
 
 def eye(N, M=None, k=0, dtype=None):

@@ -1,5 +1,5 @@
 """Shape manipulation: reshape, transpose, axis moves, expand/squeeze, concatenate/stack,
-split, flip, pad, tile.
+split, flip, pad (and its modes), roll, rot90, tile.
 """
 from __future__ import annotations
 
@@ -106,14 +106,30 @@ def squeeze(a, axis=None):
     return reshape(a, [d for i, d in enumerate(shape) if i not in axes])
 
 
-def atleast_1d(a):
-    a = _arr(a)
-    return reshape(a, (1,)) if get_aval(a).ndim == 0 else a
+def _atleast(fn, arys):
+    out = [fn(_arr(a)) for a in arys]
+    return out[0] if len(out) == 1 else out
 
 
-def atleast_2d(a):
-    a = atleast_1d(a)
-    return reshape(a, (1,) + get_aval(a).shape) if get_aval(a).ndim == 1 else a
+def atleast_1d(*arys):
+    """Each array with at least one axis (``jnp.atleast_1d``): a list for several arrays."""
+    return _atleast(lambda a: reshape(a, (1,)) if get_aval(a).ndim == 0 else a, arys)
+
+
+def atleast_2d(*arys):
+    """Each array with at least two axes, new ones in front (``jnp.atleast_2d``)."""
+    return _atleast(lambda a: reshape(a, (1,) * (2 - get_aval(a).ndim) + get_aval(a).shape)
+                    if get_aval(a).ndim < 2 else a, arys)
+
+
+def atleast_3d(*arys):
+    """Each array with at least three axes (``jnp.atleast_3d``): a scalar becomes (1, 1, 1),
+    1-D (1, N, 1), 2-D (M, N, 1)."""
+    def three(a):
+        shape = get_aval(a).shape
+        new = {0: (1, 1, 1), 1: (1, *shape, 1), 2: (*shape, 1)}.get(len(shape), shape)
+        return reshape(a, new) if new != shape else a
+    return _atleast(three, arys)
 
 
 def concatenate(arrays, axis=0, dtype=None):
@@ -204,12 +220,7 @@ def flipud(m):
     return flip(m, 0)
 
 
-def pad(array, pad_width, mode="constant", constant_values=0):
-    """Pad with a constant (``jnp.pad``, ``mode='constant'``); ``pad_width`` as in NumPy."""
-    array = _arr(array)
-    if mode != "constant":
-        raise errors.UnsupportedError(f"pad mode '{mode}' is not supported (only 'constant')")
-    nd = get_aval(array).ndim
+def _pad_widths(pad_width, nd):
     pw = np.asarray(pad_width, dtype=np.int64)
     if pw.ndim == 0:
         pw = np.full((nd, 2), int(pw))
@@ -220,9 +231,139 @@ def pad(array, pad_width, mode="constant", constant_values=0):
     if pw.shape != (nd, 2) or (pw < 0).any():
         raise errors.ShapeError(f"pad_width {pad_width!r} must be non-negative (before, after) pairs "
                                 f"for each of {nd} dims{_where_line()}")
-    dt = get_aval(array).dtype
-    value = _cast(constant_values, dt) if not isinstance(constant_values, Tracer) else astype(constant_values, dt)
-    return lax.pad(array, value, [(int(lo), int(hi), 0) for lo, hi in pw])
+    return pw
+
+
+def _source_index(mode, n, lo, hi):
+    """For each position of the padded axis, the index of ``x`` it copies (``np.pad``'s modes)."""
+    i = np.arange(-lo, n + hi)
+    if mode == "edge":
+        return np.clip(i, 0, n - 1)
+    if mode == "wrap":
+        return i % n
+    if mode == "symmetric":  # ... 1 0 | 0 1 ... n-1 | n-1 n-2 ...
+        m = i % (2 * n)
+        return np.where(m < n, m, 2 * n - 1 - m)
+    if n == 1:  # reflect: ... 2 1 | 0 1 ... n-1 | n-2 ...
+        return np.zeros_like(i)
+    m = i % (2 * n - 2)
+    return np.where(m < n, m, 2 * n - 2 - m)
+
+
+def pad(array, pad_width, mode="constant", constant_values=0, **kwargs):
+    """Pad each axis by ``pad_width`` (before, after) as ``jnp.pad``: ``mode='constant'`` (one
+    ``pad``), or ``'edge'``, ``'wrap'``, ``'reflect'``, ``'symmetric'`` (``reflect_type='even'``),
+    each a gather of the source positions along the axis. Other modes raise UnsupportedError;
+    padding an empty axis by a non-constant mode raises ShapeError, as JAX does."""
+    array = _arr(array)
+    nd = get_aval(array).ndim
+    pw = _pad_widths(pad_width, nd)
+    if mode == "constant":
+        dt = get_aval(array).dtype
+        value = _cast(constant_values, dt) if not isinstance(constant_values, Tracer) \
+            else astype(constant_values, dt)
+        return lax.pad(array, value, [(int(lo), int(hi), 0) for lo, hi in pw])
+    if mode not in ("edge", "wrap", "reflect", "symmetric"):
+        raise errors.UnsupportedError(f"pad mode '{mode}' is not supported (constant, edge, wrap, "
+                                      f"reflect, symmetric){_where_line()}")
+    if kwargs.get("reflect_type", "even") != "even":
+        raise errors.UnsupportedError(f"pad: reflect_type={kwargs['reflect_type']!r} is not supported")
+    from minixla.numpy.indexing import take  # (indexing builds on this module)
+    array = asarray(array) if not isinstance(array, Tracer) else array
+    for axis, (lo, hi) in enumerate(pw):
+        n = get_aval(array).shape[axis]
+        if lo == 0 and hi == 0:
+            continue
+        if n == 0:
+            raise errors.ShapeError(f"can't extend empty axis {axis} using modes other than 'constant' "
+                                    f"or 'empty'{_where_line()}")
+        array = take(array, _source_index(mode, n, int(lo), int(hi)).astype(np.int32), axis=axis)
+    return array
+
+
+def roll(a, shift, axis=None):
+    """Shift elements along ``axis`` cyclically (``jnp.roll``; flattened when ``axis`` is None):
+    static shifts are two slices concatenated; a traced shift a dynamic slice of ``a`` twice."""
+    a = _arr(a)
+    a = asarray(a) if not isinstance(a, Tracer) else a
+    shape = get_aval(a).shape
+    if axis is None:
+        return reshape(roll(ravel(a), shift, 0), shape)
+    axes = (axis,) if np.ndim(axis) == 0 else tuple(axis)
+    axes = tuple(_canon_axis1(ax, len(shape)) for ax in axes)
+    if isinstance(shift, Tracer):
+        shifts = [shift] * len(axes) if get_aval(shift).ndim == 0 else [shift[i] for i in range(len(axes))]
+        for ax, s in zip(axes, shifts):
+            n = shape[ax]
+            start = lax.rem(lax.sub(_cast(n, np.int32), lax.rem(lax.convert_element_type(s, np.int32),
+                                                                _cast(builtins.max(n, 1), np.int32))),
+                            _cast(builtins.max(n, 1), np.int32))
+            doubled = lax.concatenate([a, a], ax)
+            idx = [_cast(0, np.int32)] * len(shape)
+            idx[ax] = start
+            a = lax.dynamic_slice(doubled, idx, shape)
+        return a
+    for ax, s in zip(*np.broadcast_arrays(np.asarray(axes), np.asarray(shift))):
+        n = shape[int(ax)]
+        if n == 0:
+            continue
+        i = int(-int(s) % n)
+        a = lax.concatenate([lax.slice_in_dim(a, i, n, axis=int(ax)),
+                             lax.slice_in_dim(a, 0, i, axis=int(ax))], int(ax))
+    return a
+
+
+def rot90(m, k=1, axes=(0, 1)):
+    """Rotate by 90 degrees ``k`` times in the plane ``axes``, from the first towards the second
+    (``jnp.rot90``): flips and a transpose."""
+    m = _arr(m)
+    nd = get_aval(m).ndim
+    if nd < 2:
+        raise errors.ShapeError(f"rot90 requires its first argument to have ndim at least two, but got "
+                                f"first argument of shape {get_aval(m).shape}, which has ndim {nd}")
+    ax1, ax2 = (_canon_axis1(ax, nd) for ax in axes)
+    if ax1 == ax2:
+        raise errors.ShapeError("Axes must be different")
+    k = int(k) % 4
+    if k == 0:
+        return m
+    if k == 2:
+        return flip(flip(m, ax1), ax2)
+    perm = list(range(nd))
+    perm[ax1], perm[ax2] = perm[ax2], perm[ax1]
+    return transpose(flip(m, ax2), perm) if k == 1 else flip(transpose(m, perm), ax2)
+
+
+def append(arr, values, axis=None):
+    """``arr`` with ``values`` concatenated at the end (``jnp.append``; both flattened when
+    ``axis`` is None)."""
+    if axis is None:
+        return concatenate([ravel(_arr(arr)), ravel(_arr(values))], 0)
+    return concatenate([arr, values], axis)
+
+
+def column_stack(tup):
+    """1-D arrays as columns, 2-D arrays as they are, joined along axis 1 (``jnp.column_stack``)."""
+    cols = []
+    for a in tup:
+        a = _arr(a)
+        cols.append(reshape(a, (-1, 1)) if get_aval(a).ndim < 2 else a)
+    return concatenate(cols, 1)
+
+
+def dstack(tup, dtype=None):
+    """Join along the third axis after ``atleast_3d`` (``jnp.dstack``)."""
+    return concatenate([atleast_3d(a) for a in tup], 2, dtype)
+
+
+def unstack(x, /, *, axis=0):
+    """The slices of ``x`` along ``axis`` as a tuple (``jnp.unstack``, Array API)."""
+    x = _arr(x)
+    nd = get_aval(x).ndim
+    if nd == 0:
+        raise errors.ShapeError("Unstack requires arrays with rank > 0, however a scalar array was passed.")
+    ax = _canon_axis1(axis, nd)
+    return tuple(squeeze(lax.slice_in_dim(x, i, i + 1, axis=ax), ax) for i in range(get_aval(x).shape[ax]))
 
 
 def tile(A, reps):
