@@ -540,10 +540,6 @@ def _static_flat_positions(shape, idx, mode=None):
     the end where negative and signed, then converted to int32). NumPy does the indexing on a
     grid with one extra "out of range" slot per integer-indexed dim."""
     idx = idx if isinstance(idx, tuple) else (idx,)
-    for i in idx:
-        if isinstance(i, Tracer) or (isinstance(i, builtins.slice) and builtins.any(
-                isinstance(p, Tracer) for p in (i.start, i.stop, i.step))):
-            raise errors.UnsupportedError(f"x.at[idx] needs static indices (not traced values){_where_line()}")
     clip = lax.GatherScatterMode.from_any(mode) is lax.GatherScatterMode.CLIP
     entries = _normalize_index(idx, len(shape))
     int_dims, dim = set(), 0
@@ -578,10 +574,31 @@ def _static_flat_positions(shape, idx, mode=None):
     return grid[tuple(new_idx)]
 
 
+def _is_traced_index(idx):
+    return builtins.any(isinstance(i, Tracer) or (isinstance(i, builtins.slice) and builtins.any(
+        isinstance(p, Tracer) for p in (i.start, i.stop, i.step)))
+        for i in (idx if isinstance(idx, tuple) else (idx,)))
+
+
+def _traced_flat_positions(shape, idx, mode=None):
+    """``_static_flat_positions`` for an index holding tracers: ``x[idx]`` of the array of flat
+    positions ``0 .. size-1`` (a gather, so the index means exactly what it means to ``x[idx]``),
+    with -1 where an index is out of range (``mode="fill"``) — or clamped with ``mode="clip"``."""
+    size = math.prod(shape)
+    dt = np.int32 if size < 2 ** 31 else np.int64
+    positions = reshape(lax.iota(dt, size), shape)
+    clip = lax.GatherScatterMode.from_any(mode) is lax.GatherScatterMode.CLIP
+    return _getitem(positions, idx, mode="clip" if clip else "fill", fill_value=-1)
+
+
 def _scatter_static(x, idx, values, scatter_fn, mode=None):
+    """``x.at[idx].<op>(values)``: one scatter into the flattened ``x`` at the flat positions
+    ``idx`` selects (computed at trace time for static indices, gathered for traced ones)."""
     x = _arr(x)
     aval = get_aval(x)
-    pos = _static_flat_positions(aval.shape, idx, mode)
+    pos = (_traced_flat_positions if _is_traced_index(idx) else _static_flat_positions)(
+        aval.shape, idx, mode)
+    pos_shape = get_aval(pos).shape
     # As jax.numpy: the update is computed in the promoted dtype of x and the values, and the
     # result converted back to x's dtype (uint8 x.at[i].min(-1.5) is 0, bool .min(-1.5) is True).
     x_out_dtype = aval.dtype
@@ -597,16 +614,16 @@ def _scatter_static(x, idx, values, scatter_fn, mode=None):
         raise errors.DTypeError(f"x.at[idx].{'add' if scatter_fn is lax.scatter_add else 'multiply'} "
                                 f"does not accept dtype bool (as in JAX){_where_line()}")
     try:
-        values = broadcast_to(values, pos.shape)
+        values = broadcast_to(values, pos_shape)
     except errors.ShapeError:
         raise errors.ShapeError(f"x.at[idx] update of shape {get_aval(values).shape} cannot be "
-                                f"broadcast to the indexed shape {pos.shape}{_where_line()}") from None
+                                f"broadcast to the indexed shape {pos_shape}{_where_line()}") from None
     if not isinstance(values, Tracer):
         values = np.asarray(values)
     flat = reshape(x, (aval.size,))
-    n = pos.size
+    n = math.prod(pos_shape)
     idx_dtype = np.int32 if aval.size < 2 ** 31 else np.int64
-    indices = pos.reshape(n, 1).astype(idx_dtype)
+    indices = reshape(pos, (n, 1)) if isinstance(pos, Tracer) else pos.reshape(n, 1).astype(idx_dtype)
     upd = reshape(values, (n,))
     dn = lax.ScatterDimensionNumbers(update_window_dims=(), inserted_window_dims=(0,),
                                      scatter_dims_to_operand_dims=(0,))
