@@ -20,7 +20,8 @@ IDX = np.array([[1], [0]], np.int32)
 SAMPLES = {
     **{n: (getattr(lax, n), (f,)) for n in ["neg", "abs", "sign", "floor", "ceil", "exp", "exp2", "expm1", "log",
                                             "log1p", "sqrt", "rsqrt", "cbrt", "tanh", "logistic", "sin", "cos",
-                                            "tan", "erf", "erfc", "is_finite"]},
+                                            "tan", "erf", "erfc", "is_finite", "asin", "acos", "atan", "sinh",
+                                            "cosh", "asinh", "acosh", "atanh"]},
     **{n: (getattr(lax, n), (f, f)) for n in ["add", "sub", "mul", "div", "rem", "max", "min", "eq", "ne", "lt",
                                               "le", "gt", "ge", "atan2", "pow"]},
     **{n: (getattr(lax, n), (i, i)) for n in ["shift_left", "shift_right_logical", "shift_right_arithmetic"]},

@@ -7,11 +7,13 @@ made explicit here: every HLO elementwise operand has the result's dims.
 """
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 
 from minixla import lax
 from minixla.core import errors
 from minixla.core.jaxpr import ClosedJaxpr, Literal
+from minixla.core.avals import ShapedArray
 from minixla.hlo.ir import HloComputation, HloInstruction, HloModule, Shape
 
 #: primitive -> rule(ctx, operands, in_avals, out_aval, **params) -> HloInstruction
@@ -501,3 +503,98 @@ def _cumulative(opcode):
 for _prim, _opcode in [(lax.cumsum_p, "add"), (lax.cumprod_p, "multiply"), (lax.cummax_p, "maximum"),
                        (lax.cummin_p, "minimum")]:
     lowering_rules[_prim] = _cumulative(_opcode)
+
+
+# ---------------------------------------------------------------------------------------
+# Inverse trigonometric and hyperbolic functions: JAX lowers them to CHLO ops, which XLA
+# decomposes into plain HLO before it optimizes; these are the same decompositions, op for
+# op, so every backend computes JAX's values (including its roundings: sinh/cosh of large
+# arguments are within ~25 ulp, as XLA's, because exp(x - log 2) rounds x - log 2 first).
+
+class _Elementwise:
+    """Builds elementwise HLO of one shape and dtype: constants broadcast, compares, selects."""
+
+    def __init__(self, ctx, aval):
+        self.ctx, self.dims, self.dtype = ctx, aval.shape, np.dtype(aval.dtype)
+        self.shape = shape_of(aval)
+
+    def c(self, value):
+        return self.ctx.broadcast_to(self.ctx.constant(value, self.dtype), self.dims)
+
+    def __call__(self, opcode, *xs):
+        return self.ctx.add(opcode, self.shape, list(xs))
+
+    def compare(self, a, b, direction):
+        return self.ctx.add("compare", Shape(np.bool_, self.dims), [a, b], direction=direction)
+
+    def select(self, pred, on_true, on_false):
+        return self.ctx.add("select", self.shape, [pred, on_true, on_false])
+
+
+def _decomposed(build, upcast=False):
+    """The rule emitting ``build``; with ``upcast``, f16/bf16 are computed in f32 and rounded
+    once at the end (XLA's decomposition of sinh/cosh does that)."""
+    def rule(ctx, operands, in_avals, out_aval):
+        x, = operands
+        if upcast and out_aval.dtype.name in _NARROW:
+            wide = ShapedArray(out_aval.shape, np.dtype(np.float32))
+            up = ctx.add("convert", shape_of(wide), [x])
+            return ctx.add("convert", shape_of(out_aval), [build(_Elementwise(ctx, wide), up)])
+        return build(_Elementwise(ctx, out_aval), x)
+    return rule
+
+
+def _asin(e, x):  # 2 atan2(x, 1 + sqrt((1 - x)(1 + x)))
+    one = e.c(1)
+    root = e("sqrt", e("multiply", e("subtract", one, x), e("add", x, one)))
+    return e("multiply", e.c(2), e("atan2", x, e("add", one, root)))
+
+
+def _acos(e, x):  # atan2(sqrt((1 - x)(1 + x)), x)
+    one = e.c(1)
+    return e("atan2", e("sqrt", e("multiply", e("subtract", one, x), e("add", x, one))), x)
+
+
+def _sinh(e, x):  # |x| < 1: (expm1(x) + expm1(x) / (expm1(x) + 1)) / 2; else exp(x - ln 2) - exp(-x - ln 2)
+    one, neg_ln2 = e.c(1), e.c(-np.log(2))
+    em1 = e("exponential-minus-one", x)
+    small = e("multiply", e("add", em1, e("divide", em1, e("add", em1, one))), e.c(0.5))
+    large = e("subtract", e("exponential", e("add", x, neg_ln2)), e("exponential", e("subtract", neg_ln2, x)))
+    return e.select(e.compare(e("abs", x), one, "LT"), small, large)
+
+
+def _cosh(e, x):  # exp(x - ln 2) + exp(-x - ln 2)
+    neg_ln2 = e.c(-np.log(2))
+    return e("add", e("exponential", e("add", x, neg_ln2)), e("exponential", e("subtract", neg_ln2, x)))
+
+
+def _asinh(e, x):  # sign(x) * (|x| >= sqrt(max) ? log|x| + ln 2 : log1p(|x| + x^2 / (1 + sqrt(1 + x^2))))
+    one, ax = e.c(1), e("abs", x)
+    big = e.compare(ax, e.c(np.sqrt(np.float64(ml_dtypes.finfo(e.dtype).max))), "GE")
+    sq = e("multiply", ax, ax)
+    near = e("log-plus-one", e("add", ax, e("divide", sq, e("add", e("sqrt", e("add", sq, one)), one))))
+    far = e("add", e("log", ax), e.c(np.log(2)))
+    return e("multiply", e("sign", x), e.select(big, far, near))
+
+
+def _acosh(e, x):  # x >= max/2 ? log x + ln 2 : log1p(sqrt(x - 1) (sqrt(x + 1) + sqrt(x - 1)))
+    one = e.c(1)
+    big = e.compare(x, e.c(np.float64(ml_dtypes.finfo(e.dtype).max) / 2), "GE")
+    below = e("sqrt", e("subtract", x, one))
+    near = e("log-plus-one", e("multiply", below, e("add", e("sqrt", e("add", x, one)), below)))
+    return e.select(big, e("add", e("log", x), e.c(np.log(2))), near)
+
+
+def _atanh(e, x):  # |x| > 1 ? NaN : (log1p(x) - log1p(-x)) / 2
+    half_log = e("multiply", e("subtract", e("log-plus-one", x), e("log-plus-one", e("negate", x))), e.c(0.5))
+    return e.select(e.compare(e("abs", x), e.c(1), "GT"), e.c(np.nan), half_log)
+
+
+lowering_rules[lax.asin_p] = _decomposed(_asin)
+lowering_rules[lax.acos_p] = _decomposed(_acos)
+lowering_rules[lax.atan_p] = _decomposed(lambda e, x: e("atan2", x, e.c(1)))
+lowering_rules[lax.sinh_p] = _decomposed(_sinh, upcast=True)
+lowering_rules[lax.cosh_p] = _decomposed(_cosh, upcast=True)
+lowering_rules[lax.asinh_p] = _decomposed(_asinh)
+lowering_rules[lax.acosh_p] = _decomposed(_acosh)
+lowering_rules[lax.atanh_p] = _decomposed(_atanh)

@@ -173,6 +173,15 @@ defjvp(L.tanh_p, lambda g, ans, x: L.mul(L.add(g, L.mul(g, ans)), L.sub(_const(x
 defjvp(L.logistic_p, lambda g, ans, x: L.mul(g, L.mul(ans, L.sub(_const(ans, 1), ans))))
 defjvp(L.sin_p, lambda g, ans, x: L.mul(g, L.cos(x)))
 defjvp(L.cos_p, lambda g, ans, x: L.neg(L.mul(g, L.sin(x))))
+defjvp(L.asin_p, lambda g, ans, x: L.mul(g, L.rsqrt(L.sub(_const(x, 1), L.mul(x, x)))))
+defjvp(L.acos_p, lambda g, ans, x: L.neg(L.mul(g, L.rsqrt(L.sub(_const(x, 1), L.mul(x, x))))))
+defjvp(L.atan_p, lambda g, ans, x: L.div(g, L.add(_const(x, 1), L.mul(x, x))))
+defjvp(L.sinh_p, lambda g, ans, x: L.mul(g, L.cosh(x)))
+defjvp(L.cosh_p, lambda g, ans, x: L.mul(g, L.sinh(x)))
+defjvp(L.asinh_p, lambda g, ans, x: L.mul(g, L.rsqrt(L.add(L.mul(x, x), _const(x, 1)))))
+defjvp(L.acosh_p, lambda g, ans, x: L.mul(g, L.rsqrt(L.sub(L.mul(x, x), _const(x, 1)))))
+defjvp(L.atanh_p, lambda g, ans, x: L.mul(L.div(_const(x, 1), L.add(_const(x, 1), x)),
+                                          L.div(g, L.sub(_const(x, 1), x))))
 defjvp(L.tan_p, lambda g, ans, x: L.mul(g, L.add(_const(x, 1), L.integer_pow(ans, 2))))
 defjvp(L.erf_p, lambda g, ans, x: L.mul(_const(x, 2 / np.sqrt(np.pi)),
                                         L.mul(g, L.exp(L.neg(L.integer_pow(x, 2))))))

@@ -128,6 +128,16 @@ tan_p = _std_prim("tan", _unary_rule(_FLT, "tan"))
 erf_p = _std_prim("erf", _unary_rule(_FLT, "erf"))
 erfc_p = _std_prim("erfc", _unary_rule(_FLT, "erfc"))
 
+# inverse trigonometric and hyperbolic functions (jax.lax's asin_p ... atanh_p); their lowering
+# is XLA's decomposition of the CHLO op into plain HLO (hlo/lowering.py)
+asin_p = _std_prim("asin", _unary_rule(_FLT, "asin"))
+acos_p = _std_prim("acos", _unary_rule(_FLT, "acos"))
+atan_p = _std_prim("atan", _unary_rule(_FLT, "atan"))
+sinh_p = _std_prim("sinh", _unary_rule(_FLT, "sinh"))
+cosh_p = _std_prim("cosh", _unary_rule(_FLT, "cosh"))
+asinh_p = _std_prim("asinh", _unary_rule(_FLT, "asinh"))
+acosh_p = _std_prim("acosh", _unary_rule(_FLT, "acosh"))
+atanh_p = _std_prim("atanh", _unary_rule(_FLT, "atanh"))
 
 def _round_rule(x, *, rounding_method):
     if int(rounding_method) not in (0, 1):
@@ -240,6 +250,8 @@ def _convert_weak(operand, new_dtype, weak_type):
 
 exp2, expm1, log1p, cbrt = map(_unary, (exp2_p, expm1_p, log1p_p, cbrt_p))
 sin, cos, tan, erf, erfc, is_finite = map(_unary, (sin_p, cos_p, tan_p, erf_p, erfc_p, is_finite_p))
+asin, acos, atan, sinh, cosh, asinh, acosh, atanh = map(
+    _unary, (asin_p, acos_p, atan_p, sinh_p, cosh_p, asinh_p, acosh_p, atanh_p))
 rem, pow, atan2 = map(_binary, (rem_p, pow_p, atan2_p))  # noqa: A001 (jax.lax's names)
 bitwise_xor = _binary(xor_p)
 shift_left, shift_right_logical, shift_right_arithmetic = map(
