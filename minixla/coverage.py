@@ -47,7 +47,7 @@ PRIMITIVE_OPCODES = {
     "cummin": ["reduce-window"], "dot_general": ["dot"], "conv_general_dilated": ["convolution"],
     # no opcode of their own: stop_gradient lowers to its operand, and the call primitives
     # inline their sub-jaxpr (its equations' opcodes)
-    "stop_gradient": [], "custom_jvp_call": [], "custom_vjp_call": [], "remat2": [],
+    "stop_gradient": [], "custom_jvp_call": [], "custom_vjp_call": [], "remat2": [], "jit": [],
 }
 
 
@@ -108,6 +108,8 @@ def markdown() -> str:
     for col, title in TRANSFORM_COLUMNS:
         for name, why in sorted(MISSING[col].items()):
             lines.append(f"- {title} of `{name}`: {why}")
+    if not any(MISSING.values()):
+        lines.append("- none")
     lines.append("")
     return "\n".join(lines)
 

@@ -73,6 +73,7 @@ SAMPLES = {
     "stop_gradient": (lambda x: lax.mul(x, lax.stop_gradient(lax.exp(x))), (f,)),
     "custom_jvp_call": (_sin_jvp, (f,)), "custom_vjp_call": (_sin_vjp, (f,)),
     "remat2": (minixla.checkpoint(lambda x: lax.mul(lax.sin(lax.sin(x)), x)), (f,)),
+    "jit": (lambda x: lax.add(minixla.jit(lambda y: lax.mul(lax.exp(y), y))(x), x), (f,)),
 }
 EXTRA_OK = {"constant", "parameter", "broadcast", "reshape", "tuple"}
 

@@ -190,6 +190,15 @@ def _pp_jaxpr(jaxpr: Jaxpr, indent: int, names: dict, gen, width: int, nested: b
     return f"{head}\n{body}\n{pad}  in {outs} }}"
 
 
+def _share_names(sub, eqn, names) -> None:
+    """jax 0.10.2 prints a ``jit`` equation's sub-jaxpr with the names of the equation's own
+    operands for its inputs and of its results for its outputs."""
+    for inner, outer in list(zip(sub.invars[len(sub.invars) - len(eqn.invars):], eqn.invars)) + list(
+            zip(sub.outvars, eqn.outvars)):
+        if isinstance(inner, Var) and isinstance(outer, Var) and inner.id not in names and outer.id in names:
+            names[inner.id] = names[outer.id]
+
+
 def _pp_call_eqn(eqn, lhs, indent, names, gen, width, name) -> str:
     """``outs = prim[`` one ``key=value`` a line ``] ins``, sub-jaxprs printed nested."""
     keys = sorted(eqn.params, key=lambda k: (k != "name", k))
@@ -199,6 +208,8 @@ def _pp_call_eqn(eqn, lhs, indent, names, gen, width, name) -> str:
         v = eqn.params[k]
         sub = _jaxpr_of(v)
         if sub is not None:
+            if eqn.primitive.name == "jit":
+                _share_names(sub, eqn, names)
             text = _pp_jaxpr(sub, indent + 2, names, gen, width - len(k) - 1, nested=True)
         else:
             text = _pp_param(v)
