@@ -53,6 +53,9 @@ PRIMITIVE_OPCODES = {
     "argmin": ["reduce", "compare", "or", "iota", "select"],
     "cumsum": ["reduce-window"], "cumprod": ["reduce-window"], "cummax": ["reduce-window"],
     "cummin": ["reduce-window"], "dot_general": ["dot"], "conv_general_dilated": ["convolution"],
+    # no opcode of their own: stop_gradient lowers to its operand, and the call primitives
+    # inline their sub-jaxpr (its equations' opcodes)
+    "stop_gradient": [], "custom_jvp_call": [], "custom_vjp_call": [], "remat2": [], "jit": [],
 }
 
 
@@ -74,9 +77,9 @@ def rows():
         out.append(dict(
             primitive=name, opcodes=ops,
             shape_rule=prim in shape_rules, eager=prim in impl_rules, lowering=prim in lowering_rules,
-            evaluator=bool(ops) and all(o in evaluate_rules for o in ops),
-            llvm=bool(ops) and all(_llvm_supports(o) for o in ops),
-            jax=bool(ops) and all(o in jax_rules for o in ops)))
+            evaluator=ops is not None and all(o in evaluate_rules for o in ops),
+            llvm=ops is not None and all(_llvm_supports(o) for o in ops),
+            jax=ops is not None and all(o in jax_rules for o in ops)))
     return out
 
 
@@ -100,7 +103,8 @@ def markdown() -> str:
              "| primitive | HLO opcodes | " + " | ".join(t for _, t in COLUMNS + TRANSFORM_COLUMNS) + " |",
              "|---|---|" + "---|" * (len(COLUMNS) + len(TRANSFORM_COLUMNS))]
     for r in rows():
-        ops = ", ".join(f"`{o}`" for o in r["opcodes"]) if r["opcodes"] else "?"
+        ops = ", ".join(f"`{o}`" for o in r["opcodes"]) if r["opcodes"] else (
+            "?" if r["opcodes"] is None else "(none)")
         cells = " | ".join("yes" if r[k] else "**no**" for k, _ in COLUMNS)
         t = transform_cells(r["primitive"])
         tcells = " | ".join(t[k] if t[k] != "missing" else "**missing**" for k, _ in TRANSFORM_COLUMNS)
@@ -112,6 +116,8 @@ def markdown() -> str:
     for col, title in TRANSFORM_COLUMNS:
         for name, why in sorted(MISSING[col].items()):
             lines.append(f"- {title} of `{name}`: {why}")
+    if not any(MISSING.values()):
+        lines.append("- none")
     lines.append("")
     return "\n".join(lines)
 

@@ -343,9 +343,11 @@ class Jitted:
         fun, dyn_args, dyn_kwargs, static_key = self._split_static(args, kwargs)
         flat, in_tree = tree_util.tree_flatten((dyn_args, dyn_kwargs))
         if _trace_stack or any(isinstance(x, Tracer) for x in flat):
-            # jit inside a traced or transformed function (make_jaxpr, jit, grad, vmap): inline it,
-            # so the outer trace sees its primitives (and closed-over outer tracers stay legal)
-            return fun(*dyn_args, **dyn_kwargs)
+            # jit inside a traced or transformed function (make_jaxpr, jit, grad, vmap): one
+            # `jit` equation carrying its jaxpr, inlined when lowered (JAX's pjit equation)
+            from minixla.interpreters.jit_call import call_jitted
+            name = getattr(self.fun, "__name__", "fn")
+            return call_jitted(name, fun, dyn_args, dyn_kwargs)
         try:
             key = (in_tree, tuple(_signature(x) for x in flat), static_key)
         except errors.MinixlaError as e:

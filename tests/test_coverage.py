@@ -16,6 +16,25 @@ M = np.ones((2, 3), np.float32)
 GDN, SDN = lax.GatherDimensionNumbers((1,), (0,), (0,)), lax.ScatterDimensionNumbers((1,), (0,), (0,))
 IDX = np.array([[1], [0]], np.int32)
 
+
+@minixla.custom_jvp
+def _sin_jvp(x):
+    return lax.sin(x)
+
+
+_sin_jvp.defjvp(lambda p, t: (_sin_jvp(p[0]), lax.mul(lax.cos(p[0]), t[0])))
+
+
+@minixla.custom_vjp
+def _sin_vjp(x):
+    return lax.sin(x)
+
+
+_sin_vjp.defvjp(lambda x: (_sin_vjp(x), lax.cos(x)), lambda cos_x, ct: (lax.mul(cos_x, ct),))
+
+#: forward mode of a custom_vjp function is an error (as in JAX): its plain counterpart
+FORWARD_MODE_OF = {"custom_vjp_call": lax.sin}
+
 #: primitive -> (function, args): one small use of each primitive.
 SAMPLES = {
     **{n: (getattr(lax, n), (f,)) for n in ["neg", "abs", "sign", "floor", "ceil", "exp", "exp2", "expm1", "log",
@@ -52,6 +71,10 @@ SAMPLES = {
     "dot_general": (lambda x: lax.dot_general(x, x, (((1,), (1,)), ((), ()))), (M,)),
     "conv_general_dilated": (lambda x: lax.conv_general_dilated(x, x, (1, 1), "SAME"), (np.ones((1, 1, 3, 3),
                                                                                                np.float32),)),
+    "stop_gradient": (lambda x: lax.mul(x, lax.stop_gradient(lax.exp(x))), (f,)),
+    "custom_jvp_call": (_sin_jvp, (f,)), "custom_vjp_call": (_sin_vjp, (f,)),
+    "remat2": (minixla.checkpoint(lambda x: lax.mul(lax.sin(lax.sin(x)), x)), (f,)),
+    "jit": (lambda x: lax.add(minixla.jit(lambda y: lax.mul(lax.exp(y), y))(x), x), (f,)),
 }
 EXTRA_OK = {"constant", "parameter", "broadcast", "reshape", "tuple"}
 
@@ -75,8 +98,18 @@ def test_lowering_emits_the_listed_opcodes(name):
     module = lowering.lower_jaxpr(jaxpr)
     emitted = {ins.opcode for c in module.computations for ins in c.instructions}
     assert emitted - EXTRA_OK - set(coverage.PRIMITIVE_OPCODES[name]) - {
-        o for e in jaxpr.eqns if e.primitive.name != name for o in coverage.PRIMITIVE_OPCODES[e.primitive.name]
+        o for e in _all_eqns(jaxpr.jaxpr) if e.primitive.name != name
+        for o in coverage.PRIMITIVE_OPCODES[e.primitive.name]
     } <= {"maximum", "minimum", "add", "multiply", "and", "or"}  # (reducer regions)
+
+
+def _all_eqns(jaxpr):
+    """The equations of ``jaxpr`` and of the sub-jaxprs its call equations carry (inlined)."""
+    for e in jaxpr.eqns:
+        yield e
+        for v in e.params.values():
+            if hasattr(v, "jaxpr") and hasattr(v, "consts"):
+                yield from _all_eqns(v.jaxpr)
 
 
 @pytest.mark.parametrize("name", sorted(registry))

@@ -133,10 +133,23 @@ def _pp_param(v) -> str:
     return str(v)
 
 
-def pp_jaxpr(jaxpr: Jaxpr, width: int = 80) -> str:
-    names: dict[int, str] = {}
-    gen = _var_names()
+def _jaxpr_of(v):
+    """The ``Jaxpr`` inside a param value (a sub-jaxpr of a call or control-flow equation), or None."""
+    if isinstance(v, ClosedJaxpr):
+        return v.jaxpr
+    return v if isinstance(v, Jaxpr) else None
 
+
+def pp_jaxpr(jaxpr: Jaxpr, width: int = 80) -> str:
+    """``jaxpr`` in JAX's layout. An equation with a sub-jaxpr param (``custom_jvp_call``,
+    ``remat2``, ...) is printed as JAX prints it: one param a line, ``name`` first then the
+    others sorted, the sub-jaxpr indented under its param, its variables named on from the
+    outer ones."""
+    gen = _var_names()
+    return _pp_jaxpr(jaxpr, 0, {}, gen, width)
+
+
+def _pp_jaxpr(jaxpr: Jaxpr, indent: int, names: dict, gen, width: int, nested: bool = False) -> str:
     def name(atom) -> str:
         if isinstance(atom, Literal):
             return atom.pretty()
@@ -152,6 +165,9 @@ def pp_jaxpr(jaxpr: Jaxpr, width: int = 80) -> str:
     eqn_lines = []
     for eqn in jaxpr.eqns:
         lhs = " ".join(binder(v) for v in eqn.outvars)
+        if any(_jaxpr_of(v) is not None for v in eqn.params.values()):
+            eqn_lines.append(_pp_call_eqn(eqn, lhs, indent + 4, names, gen, width, name))
+            continue
         params = ""
         if eqn.params:
             params = "[" + " ".join(f"{k}={_pp_param(v)}" for k, v in eqn.params.items()) + "]"
@@ -160,8 +176,44 @@ def pp_jaxpr(jaxpr: Jaxpr, width: int = 80) -> str:
     outs = ", ".join(name(a) for a in jaxpr.outvars)
     outs = f"({outs},)" if len(jaxpr.outvars) == 1 else f"({outs})"
     head = f"{{ lambda {consts}; {ins}. let"
-    one_line = f"{head} {' '.join(eqn_lines)} in {outs} }}" if eqn_lines else f"{head} in {outs} }}"
-    if len(eqn_lines) <= 1 and len(one_line) <= width:
-        return one_line
-    body = "\n".join("    " + line for line in eqn_lines)
-    return f"{head}\n{body}\n  in {outs} }}"
+    single = all("\n" not in line for line in eqn_lines)
+    if nested:  # JAX's nested jaxprs go on one line, "; "-separated, when they fit
+        one_line = f"{head} {'; '.join(eqn_lines)} in {outs} }}" if eqn_lines else f"{head} in {outs} }}"
+        if single and indent + len(one_line) <= width:
+            return one_line
+    else:
+        one_line = f"{head} {' '.join(eqn_lines)} in {outs} }}" if eqn_lines else f"{head} in {outs} }}"
+        if len(eqn_lines) <= 1 and single and len(one_line) <= width:
+            return one_line
+    pad = " " * indent
+    body = "\n".join(pad + "    " + line for line in eqn_lines)
+    return f"{head}\n{body}\n{pad}  in {outs} }}"
+
+
+def _share_names(sub, eqn, names) -> None:
+    """jax 0.10.2 prints a ``jit`` equation's sub-jaxpr with the names of the equation's own
+    operands for its inputs and of its results for its outputs."""
+    for inner, outer in list(zip(sub.invars[len(sub.invars) - len(eqn.invars):], eqn.invars)) + list(
+            zip(sub.outvars, eqn.outvars)):
+        if isinstance(inner, Var) and isinstance(outer, Var) and inner.id not in names and outer.id in names:
+            names[inner.id] = names[outer.id]
+
+
+def _pp_call_eqn(eqn, lhs, indent, names, gen, width, name) -> str:
+    """``outs = prim[`` one ``key=value`` a line ``] ins``, sub-jaxprs printed nested."""
+    keys = sorted(eqn.params, key=lambda k: (k != "name", k))
+    pad = " " * (indent + 2)
+    lines = [f"{lhs} = {eqn.primitive.name}["]
+    for k in keys:
+        v = eqn.params[k]
+        sub = _jaxpr_of(v)
+        if sub is not None:
+            if eqn.primitive.name == "jit":
+                _share_names(sub, eqn, names)
+            text = _pp_jaxpr(sub, indent + 2, names, gen, width - len(k) - 1, nested=True)
+        else:
+            text = _pp_param(v)
+        lines.append(f"{pad}{k}={text}")
+    rhs = " ".join(name(a) for a in eqn.invars)
+    lines.append(f"{' ' * indent}] {rhs}".rstrip())
+    return "\n".join(lines)

@@ -79,24 +79,9 @@ def lower_jaxpr(closed: ClosedJaxpr, name: str = "jit_fn") -> HloModule:
     for v, value in zip(jaxpr.constvars, closed.consts):
         env[v] = ctx.constant(np.asarray(value), v.aval.dtype)
 
-    def read(atom):
-        if isinstance(atom, Literal):
-            return ctx.constant(atom.value, atom.aval.dtype)
-        return env[atom]
-
-    for eqn in jaxpr.eqns:
-        rule = lowering_rules.get(eqn.primitive)
-        if rule is None:
-            raise errors.UnsupportedError(f"no HLO lowering rule for primitive '{eqn.primitive.name}'")
-        ctx.metadata = {"op_name": eqn.primitive.name}
-        if eqn.source_info is not None:
-            ctx.metadata.update(source_file=eqn.source_info.filename, source_line=eqn.source_info.lineno)
-        operands = [read(a) for a in eqn.invars]
-        in_avals = [a.aval for a in eqn.invars]
-        out = rule(ctx, operands, in_avals, eqn.outvars[0].aval, **eqn.params)
-        env[eqn.outvars[0]] = out
+    _lower_eqns(ctx, jaxpr, env)
     ctx.metadata = {}
-    outs = [read(a) for a in jaxpr.outvars]
+    outs = [_read(ctx, env, a) for a in jaxpr.outvars]
     if len(outs) == 1:
         comp.root = outs[0]
     else:
@@ -105,8 +90,55 @@ def lower_jaxpr(closed: ClosedJaxpr, name: str = "jit_fn") -> HloModule:
     return module
 
 
+def _read(ctx, env, atom):
+    if isinstance(atom, Literal):
+        return ctx.constant(atom.value, atom.aval.dtype)
+    return env[atom]
+
+
+def _lower_eqns(ctx, jaxpr, env) -> None:
+    """Lower each equation of ``jaxpr`` into ``ctx``'s computation; ``env``: Var -> instruction.
+    A rule of a ``multiple_results`` primitive gets the list of output avals and returns a list."""
+    outer = dict(ctx.metadata)
+    for eqn in jaxpr.eqns:
+        rule = lowering_rules.get(eqn.primitive)
+        if rule is None:
+            raise errors.UnsupportedError(f"no HLO lowering rule for primitive '{eqn.primitive.name}'")
+        ctx.metadata = {**outer, "op_name": eqn.primitive.name}
+        if eqn.source_info is not None:
+            ctx.metadata.update(source_file=eqn.source_info.filename, source_line=eqn.source_info.lineno)
+        operands = [_read(ctx, env, a) for a in eqn.invars]
+        in_avals = [a.aval for a in eqn.invars]
+        if eqn.primitive.multiple_results:
+            outs = rule(ctx, operands, in_avals, [v.aval for v in eqn.outvars], **eqn.params)
+            env.update(zip(eqn.outvars, outs))
+        else:
+            env[eqn.outvars[0]] = rule(ctx, operands, in_avals, eqn.outvars[0].aval, **eqn.params)
+    ctx.metadata = outer
+
+
+def inline_jaxpr(ctx, closed: ClosedJaxpr, operands, metadata=None) -> list:
+    """Lower the sub-jaxpr of a call-like equation (``custom_jvp_call``, ``remat2``, ...) in
+    place: its inputs are ``operands`` and its instructions join ``ctx``'s computation (XLA
+    inlines such calls too). ``metadata`` is added to every instruction it emits. Returns
+    the instructions of its outputs."""
+    jaxpr = closed.jaxpr
+    env = dict(zip(jaxpr.invars, operands))
+    saved = ctx.metadata
+    ctx.metadata = {**saved, **(metadata or {})}
+    for v, value in zip(jaxpr.constvars, closed.consts):
+        env[v] = ctx.constant(np.asarray(value), v.aval.dtype)
+    _lower_eqns(ctx, jaxpr, env)
+    outs = [_read(ctx, env, a) for a in jaxpr.outvars]
+    ctx.metadata = saved
+    return outs
+
+
 # ---------------------------------------------------------------------------------------
 # Rules.
+
+# stop_gradient only matters to autodiff: in HLO it is its operand (as in JAX's lowering)
+lowering_rules[lax.stop_gradient_p] = lambda ctx, operands, in_avals, out_aval: operands[0]
 
 def _elementwise(opcode, **attrs):
     def rule(ctx, operands, in_avals, out_aval, **params):

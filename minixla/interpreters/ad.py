@@ -226,17 +226,21 @@ def is_undefined(x) -> bool:
     return isinstance(x, UndefinedPrimal)
 
 
-def backward_pass(jaxpr, consts, cts_out):
+def backward_pass(jaxpr, consts, cts_out, args=None):
     """Transpose the linear ``jaxpr`` (inputs: its invars; constvars: ``consts``, the residuals).
 
     Walks the equations in reverse, accumulating a cotangent per linear variable; returns one
-    cotangent per invar (``Zero`` where none reached it).
+    cotangent per invar (``Zero`` where none reached it). ``args`` (optional, one per invar):
+    ``UndefinedPrimal`` for a linear input, a value for a known one; the equations that use
+    only known values run forward first (a rematerialized primal computation, ``remat2``).
     """
-    linear = {v.id for v in jaxpr.invars}
+    args = args if args is not None else [UndefinedPrimal(v.aval) for v in jaxpr.invars]
+    linear = {v.id for v, a in zip(jaxpr.invars, args) if is_undefined(a)}
     for eqn in jaxpr.eqns:
         if any(not isinstance(a, Literal) and a.id in linear for a in eqn.invars):
             linear.update(v.id for v in eqn.outvars)
     env = {v.id: c for v, c in zip(jaxpr.constvars, consts)}
+    env.update((v.id, a) for v, a in zip(jaxpr.invars, args) if not is_undefined(a))
     # non-linear equations (none are staged by linearize, but a linear jaxpr may have them)
     for eqn in jaxpr.eqns:
         if not any(not isinstance(a, Literal) and a.id in linear for a in eqn.invars):

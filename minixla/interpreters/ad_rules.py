@@ -106,7 +106,7 @@ def defzero(prim):
 for _p in (L.sign_p, L.floor_p, L.ceil_p, L.round_p, L.is_finite_p, L.not_p, L.and_p, L.or_p, L.xor_p,
            L.eq_p, L.ne_p, L.lt_p, L.le_p, L.gt_p, L.ge_p, L.shift_left_p, L.shift_right_logical_p,
            L.shift_right_arithmetic_p, L.iota_p, L.argmax_p, L.argmin_p, L.bitcast_convert_type_p,
-           L.reduce_and_p, L.reduce_or_p):
+           L.reduce_and_p, L.reduce_or_p, L.stop_gradient_p):
     defzero(_p)
 
 

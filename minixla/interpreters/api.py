@@ -16,7 +16,7 @@ from minixla.core import errors
 from minixla.core.avals import get_aval
 from minixla.core.tracing import Tracer, new_trace, trace_to_jaxpr
 from minixla.core.tracing import flatten_fun as _flatten_fun_kw
-from minixla.interpreters import ad, ad_rules  # noqa: F401 (ad_rules registers the rules)
+from minixla.interpreters import ad, ad_rules, ad_scatter_rules, jit_call  # noqa: F401 (they register rules)
 from minixla.interpreters.ad import Zero, float0, is_float, tangent_aval, zeros_like_aval
 from minixla.interpreters.batching import BatchTrace, BatchTracer, moveaxis
 
@@ -566,15 +566,10 @@ def _inconsistent_sizes(fun, args, in_tree, flat, axes):
 # Misc.
 
 def stop_gradient(x):
-    """``x`` with no derivative, as ``jax.lax.stop_gradient``: the value of each leaf, with the
-    tangent dropped at every level of differentiation (batching is kept)."""
-    def stop(v):
-        if isinstance(v, ad.JVPTracer):
-            return stop(v.primal)
-        if isinstance(v, BatchTracer):
-            return BatchTracer(v._trace, stop(v.val), v.batch_dim)
-        return v
-    return tree_util.tree_map(stop, x)
+    """``minixla.lax.stop_gradient`` (``jax.lax.stop_gradient``): a ``stop_gradient`` equation per
+    traced leaf, whose JVP rule drops the tangent at every level of differentiation."""
+    from minixla import lax
+    return lax.stop_gradient(x)
 
 
 def eval_shape(fun, *args, **kwargs):

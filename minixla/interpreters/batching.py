@@ -133,7 +133,8 @@ def defbroadcasting(prim, full=False):
 for _p in (L.neg_p, L.abs_p, L.sign_p, L.floor_p, L.ceil_p, L.round_p, L.exp_p, L.exp2_p, L.expm1_p, L.log_p,
            L.log1p_p, L.sqrt_p, L.rsqrt_p, L.cbrt_p, L.tanh_p, L.logistic_p, L.sin_p, L.cos_p, L.tan_p, L.erf_p,
            L.erfc_p, L.is_finite_p, L.not_p, L.integer_pow_p, L.convert_element_type_p, L.bitcast_convert_type_p,
-           L.asin_p, L.acos_p, L.atan_p, L.sinh_p, L.cosh_p, L.asinh_p, L.acosh_p, L.atanh_p):
+           L.asin_p, L.acos_p, L.atan_p, L.sinh_p, L.cosh_p, L.asinh_p, L.acosh_p, L.atanh_p,
+           L.stop_gradient_p):
     defvectorized(_p)
 
 for _p in (L.add_p, L.sub_p, L.mul_p, L.div_p, L.rem_p, L.pow_p, L.atan2_p, L.max_p, L.min_p, L.and_p, L.or_p,

@@ -9,32 +9,26 @@ primitive outside ``MISSING`` lacks a row, or when ``MISSING`` names a row that 
 from __future__ import annotations
 
 from minixla.core.primitive import impl_rules, registry, shape_rules
-from minixla.interpreters import ad_rules, batching  # noqa: F401 (register the rows)
+from minixla.interpreters import (ad_rules, ad_scatter_rules, batching, custom_derivatives,  # noqa: F401
+                                  jit_call, remat)  # (they register the rows)
 from minixla.interpreters.ad import jvp_rules, transpose_rules
 from minixla.interpreters.batching import batching_rules
 
 #: primitives linear in their float operands (``mul``/``dot_general``/``conv`` in each one
-#: separately, ``div`` in the dividend, ``pad`` in both operand and padding value)
+#: separately, ``div`` in the dividend, ``pad`` in both operand and padding value; ``remat2``
+#: in its tangent operands once differentiated; ``jit`` where its body is)
 LINEAR = {"neg", "add", "sub", "mul", "div", "convert_element_type", "broadcast_in_dim", "reshape",
           "transpose", "squeeze", "rev", "reduce_sum", "slice", "pad", "concatenate", "select_n",
           "dot_general", "conv_general_dilated", "cumsum", "dynamic_slice", "dynamic_update_slice",
-          "gather", "scatter-add", "scatter", "scatter-mul"}
+          "gather", "scatter-add", "scatter", "scatter-mul", "remat2", "jit"}
 
 #: primitives without operands: nothing to batch, no tangent to carry
 NO_OPERANDS = {"iota"}
 
 #: rows still missing, each with why (no silent gaps)
 MISSING = {
-    "jvp": {
-        "scatter": "overwriting scatter: needs JAX's unique-index trick (scatter of ids) to know which updates win",
-        "scatter-mul": "needs the product of the colliding updates (JAX's rule); not done yet",
-        "scatter-min": "needs the tie handling of colliding updates; not done yet",
-        "scatter-max": "needs the tie handling of colliding updates; not done yet",
-    },
-    "transpose": {
-        "scatter": "follows its JVP rule (missing)",
-        "scatter-mul": "follows its JVP rule (missing)",
-    },
+    "jvp": {},
+    "transpose": {},
     "batching": {},
 }
 

@@ -284,8 +284,15 @@ def bitcast_convert_type(operand, new_dtype):
     return bitcast_convert_type_p.bind(operand, new_dtype=np.dtype(new_dtype))
 
 
+#: the identity with no derivative (JAX's ``stop_gradient`` equation); its JVP rule gives a
+#: zero tangent, its batching rule keeps the batch dim, its lowering emits nothing
+stop_gradient_p = _std_prim("stop_gradient", lambda x: x, impl=lambda x: x)
+
+
 def stop_gradient(x):
-    """``x`` (a pytree) with zero derivative at every level of differentiation, as
-    ``jax.lax.stop_gradient``; ``vmap`` batching passes through it."""
-    from minixla.interpreters.api import stop_gradient as _stop_gradient
-    return _stop_gradient(x)
+    """``x`` (a pytree of arrays) with zero derivative at every level of differentiation, as
+    ``jax.lax.stop_gradient``: each traced leaf becomes a ``stop_gradient`` equation (shape,
+    dtype and weak type unchanged; ``vmap`` keeps its batch axis); concrete leaves are returned
+    as they are (nothing to differentiate)."""
+    from jax import tree_util
+    return tree_util.tree_map(lambda v: stop_gradient_p.bind(v) if isinstance(v, Tracer) else v, x)

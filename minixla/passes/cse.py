@@ -11,6 +11,9 @@ different constants, and NaNs merge only with the same payload.
 
 Never merged: parameters (distinct inputs) and side-effecting or nondeterministic ops
 (random numbers, custom calls, infeed/outfeed, ...): two ``rng`` calls are two samples.
+Nor are instructions of different ``remat_scope`` s (a metadata key the lowering of
+``checkpoint``'s backward pass sets): merging the recomputation with the forward pass would
+undo the rematerialization (the role of XLA's ``optimization_barrier`` in JAX's lowering).
 
 One sweep in program order, with a hash table keyed by the instruction's signature, so it
 is O(n): operands are already canonical when their user is looked up.
@@ -50,7 +53,8 @@ def _local_key(instr, operand_keys, memo) -> tuple:
         operand_keys.sort()
     return (instr.opcode, instr.shape, tuple(operand_keys), repr(sorted(instr.attrs.items())),
             tuple(_computation_fingerprint(c, memo) for c in instr.called), literal,
-            instr.parameter_number if instr.opcode == "parameter" else None)
+            instr.parameter_number if instr.opcode == "parameter" else None,
+            instr.metadata.get("remat_scope"))
 
 
 class CommonSubexpressionElimination(HloPass):
