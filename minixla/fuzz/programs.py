@@ -48,8 +48,14 @@ DISCONTINUOUS = {"floor", "ceil", "rint", "trunc", "sign", "isnan", "isinf", "is
                  "right_shift", "round"}
 
 
+#: more ops (name -> fn(np_, lax_, args, params)) that other modes draw: ``transforms.py``'s
+EXTRA_OPS: dict = {}
+
+
 def apply(np_, lax_, op, args, p):
     """Run one op spec with ``np_`` (jax.numpy or minixla.numpy) and ``lax_``."""
+    if op in EXTRA_OPS:
+        return EXTRA_OPS[op](np_, lax_, args, p)
     if op in UNARY_EXACT or op in UNARY_INEXACT:
         if op == "sigmoid":
             return lax_.logistic(np_.astype(args[0], np.float32) if not _is_float(args[0].dtype) else args[0])
@@ -318,17 +324,19 @@ def programs(draw, dtypes=DTYPES, max_ops=30, special_rate=0.15):
     return inputs, draw(st.integers(1, max_ops)), draw(st.randoms(use_true_random=False))
 
 
-def build(draw_data, inputs, n_ops, classify_op=None):
+def build(draw_data, inputs, n_ops, classify_op=None, draw_op_fn=None):
     """Grow a valid program op by op, evaluating each with JAX eager to learn its result.
     ``classify_op`` (default ``classify``) says which values each op may read and the
-    flags of its result; a stricter one keeps a transformation's contract checkable."""
+    flags of its result; a stricter one keeps a transformation's contract checkable.
+    ``draw_op_fn`` (default ``draw_op``) draws an op spec."""
     classify_op = classify_op or classify
+    draw_op_fn = draw_op_fn or draw_op
     vals = [Value(jnp.asarray(x), True, True) for x in inputs]
     program = []
     attempts = 0
     while len(program) < n_ops and attempts < 4 * n_ops:
         attempts += 1
-        spec = draw_op(draw_data, vals)
+        spec = draw_op_fn(draw_data, vals)
         if spec is None:
             continue
         op, ids, p = spec

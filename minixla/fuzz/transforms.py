@@ -35,10 +35,11 @@ import numpy as np
 from hypothesis import strategies as st
 
 import minixla
+import minixla.nn
 import minixla.numpy as mnp
 from minixla import lax as mlax
-from minixla.fuzz.programs import (BF16, _is_float, build, classify, compare, describe, interpret,
-                                   make_input)
+from minixla.fuzz.programs import (BF16, EXTRA_OPS, _is_float, build, classify, compare, describe, draw_op,
+                                   interpret, make_input)
 from minixla.interpreters.rules import MISSING
 from minixla.testing import eager_reference, reference_device
 
@@ -56,11 +57,127 @@ AT_PRIMITIVE = {"set": "scatter", "add": "scatter-add", "multiply": "scatter-mul
                 "max": "scatter-max"}
 
 
+# ---------------------------------------------------------------------------------------
+# Ops the transformation modes add to the forward fuzzer's: the primitives whose rules are
+# tricky (dot_general with batch dims on either side, conv with strides, padding, dilations
+# and groups, cummax, dynamic_update_slice, integer_pow, softmax and logsumexp).
+
+def _nn(np_):
+    return jax.nn if np_ is jnp else minixla.nn
+
+
+def _dot_general(np_, lax_, args, p):
+    x, w = args[0], np.asarray(p["w"]).astype(args[0].dtype)
+    return lax_.dot_general(w, x, p["dn"]) if p["const_lhs"] else lax_.dot_general(x, w, p["dn"])
+
+
+def _conv(np_, lax_, args, p):
+    x = args[0]
+    return lax_.conv_general_dilated(x, np.asarray(p["w"]).astype(x.dtype), p["strides"], p["padding"],
+                                     lhs_dilation=p["lhs_dilation"], rhs_dilation=p["rhs_dilation"],
+                                     feature_group_count=p["groups"])
+
+
+def _dynamic_update_slice(np_, lax_, args, p):
+    upd = args[1][tuple(slice(0, n) for n in p["sizes"])]
+    return lax_.dynamic_update_slice(args[0], upd, [np.int32(i) for i in p["start"]])
+
+
+EXTRA = {
+    "lax_dot_general": _dot_general,
+    "lax_conv": _conv,
+    "lax_cummax": lambda np_, lax_, a, p: getattr(lax_, p["fn"])(a[0], p["axis"], reverse=p["reverse"]),
+    "lax_dynamic_update_slice": _dynamic_update_slice,
+    "lax_integer_pow": lambda np_, lax_, a, p: lax_.integer_pow(a[0], p["n"]),
+    "power_float": lambda np_, lax_, a, p: np_.power(a[0], p["y"]),
+    "trig": lambda np_, lax_, a, p: getattr(np_, p["fn"])(a[0]),
+    "nn": lambda np_, lax_, a, p: getattr(_nn(np_), p["fn"])(a[0], axis=p["axis"]),
+}
+EXTRA_OPS.update(EXTRA)
+
+
+def draw_transform_op(draw, vals):
+    """An op of ``EXTRA`` (about a third of the time, on a float value) or of ``draw_op``."""
+    if not draw(st.integers(0, 2)) == 0:
+        return draw_op(draw, vals)
+    floats = [i for i, v in enumerate(vals) if _is_float(v.dtype)]
+    if not floats:
+        return None
+    k = draw(st.sampled_from(floats))
+    x = vals[k]
+    nd = len(x.shape)
+    kind = draw(st.sampled_from(sorted(EXTRA)))
+    rng = np.random.default_rng(draw(st.integers(0, 2 ** 32 - 1)))
+    if kind == "lax_dot_general":
+        if not nd:
+            return None
+        axes = list(draw(st.permutations(range(nd))))
+        nc = draw(st.integers(1, min(2, nd)))
+        nb = draw(st.integers(0, min(1, nd - nc)))
+        xc, xb = tuple(axes[:nc]), tuple(axes[nc:nc + nb])
+        free = draw(st.sampled_from([1, 2, 3]))
+        w = (rng.integers(-8, 9, tuple(x.shape[i] for i in xb + xc) + (free,)) / 4)
+        wb, wc = tuple(range(nb)), tuple(range(nb, nb + nc))
+        const_lhs = draw(st.booleans())
+        dn = ((wc, xc), (wb, xb)) if const_lhs else ((xc, wc), (xb, wb))
+        return kind, [k], dict(w=w, dn=dn, const_lhs=const_lhs)
+    if kind == "lax_conv":
+        if nd not in (3, 4):
+            return None
+        c = x.shape[1]
+        groups = draw(st.sampled_from([g for g in (1, 2, 3, 5) if c % g == 0] or [1]))
+        sp = nd - 2
+        ksize = tuple(draw(st.integers(1, 3)) for _ in range(sp))
+        w = rng.integers(-8, 9, (groups * draw(st.integers(1, 2)), c // groups) + ksize) / 4
+        return kind, [k], dict(
+            w=w, groups=groups, strides=tuple(draw(st.integers(1, 2)) for _ in range(sp)),
+            padding=[(draw(st.integers(0, 2)), draw(st.integers(0, 2))) for _ in range(sp)],
+            lhs_dilation=tuple(draw(st.integers(1, 2)) for _ in range(sp)),
+            rhs_dilation=tuple(draw(st.integers(1, 2)) for _ in range(sp)))
+    if kind == "lax_cummax":
+        if not nd:
+            return None
+        return kind, [k], dict(fn=draw(st.sampled_from(["cummax", "cummin"])), axis=draw(st.integers(0, nd - 1)),
+                               reverse=draw(st.booleans()))
+    if kind == "lax_dynamic_update_slice":
+        other = [i for i, v in enumerate(vals) if v.shape == x.shape and v.dtype == x.dtype]
+        u = draw(st.sampled_from(other))
+        return kind, [k, u], dict(sizes=[draw(st.integers(0, d)) for d in x.shape],
+                                  start=[draw(st.integers(-2, 4)) for _ in x.shape])
+    if kind == "lax_integer_pow":
+        return kind, [k], dict(n=draw(st.sampled_from([-2, -1, 0, 2, 3, 5])))
+    if kind == "power_float":
+        return kind, [k], dict(y=draw(st.sampled_from([0.5, 1.5, -0.5, 2.5])))
+    if kind == "trig":
+        return kind, [k], dict(fn=draw(st.sampled_from(["sin", "cos", "tan"])))
+    if nd == 0:
+        return None
+    return kind, [k], dict(fn=draw(st.sampled_from(["softmax", "log_softmax", "logsumexp"])),
+                           axis=draw(st.integers(-nd, nd - 1)))
+
+
+def classify_extra(op, p, args):
+    """``classify`` extended to ``EXTRA``'s ops (same contract)."""
+    if op not in EXTRA:
+        return classify(op, p, args)
+    exact = all(a.exact for a in args)
+    nice = all(a.nice for a in args)
+    if op in ("lax_dot_general", "lax_conv"):  # sums: exact in any order only over nice values
+        return (exact, False) if nice else None
+    if op in ("lax_cummax", "lax_dynamic_update_slice"):
+        return exact, nice
+    if op in ("power_float", "trig") and not exact:  # (log-based; sin of an inexact large value)
+        return None
+    return False, False
+
+
 def grad_classify(op, p, args):
-    """``classify``, ops with a kink in their derivative only read exact values, and ops whose
+    """``classify_extra``, ops with a kink in their derivative only read exact values, and ops whose
     JVP row ``minixla.interpreters.rules.MISSING`` lists (with its reason) are left out."""
-    flags = classify(op, p, args)
+    flags = classify_extra(op, p, args)
     if flags is None:
+        return None
+    if op == "lax_cummax" and not all(a.exact for a in args):
         return None
     if op == "at_set" and AT_PRIMITIVE[p["fn"]] in MISSING["jvp"]:
         return None
@@ -230,7 +347,8 @@ def fuzz_transform(mode, prog, data, log=None):
     ``"skipped"``); raises ``AssertionError`` with the program's op list on a mismatch."""
     inputs, n_ops, _ = prog
     differentiate = mode in ("grad", "jvp")
-    program, vals = build(data.draw, inputs, n_ops, grad_classify if differentiate else None)
+    program, vals = build(data.draw, inputs, n_ops, grad_classify if differentiate else classify_extra,
+                          draw_transform_op)
     if not program:
         return "skipped"
     n = len(vals)
