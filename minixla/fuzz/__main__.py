@@ -1,0 +1,81 @@
+"""A deep fuzz run that keeps going: ``python -m minixla.fuzz --mode grad --examples 5000 --seed 1``.
+
+Unlike the pytest entry points (``tests/test_fuzz*.py``: stop at the first mismatch and shrink
+it), this draws ``--examples`` programs, runs each through the mode (``grad``, ``jvp``, ``vmap``
+as ``minixla/fuzz/transforms.py`` describes, or ``forward``: the plain compile of
+``tests/test_fuzz.py``), appends every mismatch to ``--failures`` (one JSON object a line: the
+program's op list and the message) and prints a JSON summary: programs run, skipped, failed,
+seconds. ``--log`` keeps the program being run, for a crash that takes the process down.
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import sys
+import time
+
+from hypothesis import HealthCheck, given, seed, settings, strategies as st
+
+from minixla.fuzz import programs as P
+from minixla.fuzz.transforms import GRAD_DTYPES, MAX_OPS, SPECIAL_RATE, fuzz_transform
+
+
+def _forward(prog, data):
+    inputs, n_ops, _ = prog
+    program, vals = P.build(data.draw, inputs, n_ops)
+    if not program:
+        return "skipped"
+    n = len(vals)
+    outputs = sorted({n - 1} | set(data.draw(st.lists(st.integers(len(inputs), n - 1), max_size=2))))
+    try:
+        P.run_program(inputs, program, outputs, vals)
+    except Exception as e:
+        raise AssertionError(f"forward of {P.describe(inputs, program, outputs)}\n{type(e).__name__}: {e}") from e
+    return "forward"
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--mode", choices=["grad", "jvp", "vmap", "forward"], required=True)
+    ap.add_argument("--examples", type=int, default=100)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--failures", default=None, help="append mismatches here (JSON lines)")
+    ap.add_argument("--log", default=None, help="the program being run, for a post-mortem")
+    args = ap.parse_args(argv)
+    counts = collections.Counter()
+    start = time.perf_counter()
+    if args.mode in ("grad", "jvp"):
+        strategy = P.programs(dtypes=GRAD_DTYPES, max_ops=MAX_OPS, special_rate=SPECIAL_RATE)
+    else:
+        strategy = P.programs(max_ops=MAX_OPS if args.mode == "vmap" else 30)
+
+    @seed(args.seed)
+    @settings(max_examples=args.examples, deadline=None, database=None, derandomize=False,
+              suppress_health_check=list(HealthCheck))
+    @given(strategy, st.data())
+    def run(prog, data):
+        try:
+            if args.mode == "forward":
+                counts[_forward(prog, data)] += 1
+            else:
+                counts[fuzz_transform(args.mode, prog, data, args.log)] += 1
+        except Exception as e:  # record it and keep going: a deep run reports every class
+            counts["failed"] += 1
+            print(f"--- failure {counts['failed']}:\n{str(e)[:3000]}", file=sys.stderr, flush=True)
+            if args.failures:
+                with open(args.failures, "a") as fh:
+                    fh.write(json.dumps({"mode": args.mode, "seed": args.seed, "message": str(e)[:6000]}) + "\n")
+        n = sum(counts.values())
+        if n % 100 == 0:
+            print(json.dumps({"progress": n, "seconds": round(time.perf_counter() - start), **counts}),
+                  file=sys.stderr, flush=True)
+    run()
+    summary = {"mode": args.mode, "seed": args.seed, "programs": sum(counts.values()), **counts,
+               "seconds": round(time.perf_counter() - start, 1)}
+    print(json.dumps(summary))
+    return 1 if counts["failed"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
