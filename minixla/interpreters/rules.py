@@ -68,7 +68,8 @@ _TABLES = {"jvp": jvp_rules, "transpose": transpose_rules, "batching": batching_
 @contextlib.contextmanager
 def using_rule(table: str, prim, rule):
     """Within the ``with`` block, ``rule`` is ``prim``'s row of the ``table`` ("jvp", "transpose"
-    or "batching"); the previous row (or its absence) is restored on exit, also after an error.
+    or "batching"; ``rule=None``: no row, as for a primitive without one); the previous row (or
+    its absence) is restored on exit, also after an error.
 
     The hook the course's exercises (tutorials 09 and 10) use to try a rule of their own on
     the real transformations. The tables are process-global: not for use from several threads.
