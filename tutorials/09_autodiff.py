@@ -143,8 +143,9 @@ assert minixla.jvp(lambda x, n: x * n, (np.float32(2.0), 3), (np.float32(1.0), n
 # by running the JVP with the primals known and the tangents **unknown**: the tangents are
 # tracers of a jaxpr trace pushed *below* the JVP trace. Every primal operation runs right away
 # (`sin 1.0`, `cos 1.0`), every tangent operation is staged into a jaxpr. The known values the
-# tangent equations need (here `x`, `sin x` and `cos x`) become that jaxpr's constants: the
-# **residuals** that a backward pass keeps from the forward pass.
+# tangent equations need become that jaxpr's constants: the **residuals** that a backward pass
+# keeps from the forward pass. Here they are `cos x` and `sin x`; `x` itself, a known scalar,
+# appears as the literal `1.0`.
 
 # %%
 y, f_jvp = minixla.linearize(lambda x: mnp.sin(x) * x, np.float32(1.0))
@@ -156,6 +157,7 @@ linear_prims = {e.primitive.name for e in f_jvp.jaxpr.jaxpr.eqns}
 assert linear_prims <= LINEAR                       # only linear primitives are staged
 assert np.isclose(f_jvp(np.float32(1.0)), np.cos(1.0) + np.sin(1.0))
 assert any(np.isclose(c, np.cos(np.float32(1.0))) for c in f_jvp.jaxpr.consts)  # cos x is a residual
+assert "mul d 1.0:f32[]" in str(f_jvp.jaxpr)                                    # x, a literal
 
 # %% [markdown]
 # The jaxpr is linear in `d`: each equation is a multiplication by a constant, an addition or a

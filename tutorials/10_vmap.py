@@ -97,9 +97,18 @@ print(add_jaxpr)
 assert prims(add_jaxpr) == ["transpose", "broadcast_in_dim", "add"]
 
 # %% [markdown]
-# A scalar operand needs no broadcast at all (lax's binary ops take rank-0 operands), which is
-# why `x * 2.0` above batched without any extra equation.
-#
+# A scalar operand needs no broadcast (lax's binary ops take rank-0 operands), but the batched
+# operand is still moved to the front. Section 1's `sin(x) * 2.0` with the batch on axis 1 shows
+# the cost: `sin` kept the axis in place, the `mul` transposed. (JAX's broadcasting rule skips
+# the move when the batched operands agree on shape and batch dim and the others are scalars;
+# minixla's could too.)
+
+# %%
+f_jaxpr = minixla.make_jaxpr(minixla.vmap(lambda x: mnp.sin(x) * 2.0, in_axes=1))(xs)
+print(f_jaxpr)
+assert prims(f_jaxpr) == ["sin", "transpose", "mul"]
+
+# %% [markdown]
 # **Reductions** renumber their `axes` past the batch axis. minixla's rule moves the batch axis
 # to the front first, which costs a `transpose` when it was elsewhere; the exercise writes a
 # rule that does not:
