@@ -133,7 +133,8 @@ print(primal_out, tangent_out, "  JAX:", want)
 
 # %%
 assert np.allclose(primal_out, want[0]) and np.allclose(tangent_out, want[1])
-assert minixla.jvp(lambda x, n: x * n, (np.float32(2.0), 3), (np.float32(1.0), np.zeros((), jax.dtypes.float0)))[1] == 3.0
+int_tangent = np.zeros((), jax.dtypes.float0)  # the tangent of an integer input
+assert minixla.jvp(lambda x, n: x * n, (np.float32(2.0), 3), (np.float32(1.0), int_tangent))[1] == 3.0
 
 # %% [markdown]
 # ## 2. linearize = jvp + partial evaluation
@@ -244,9 +245,10 @@ for e in conv_bwd.jaxpr.eqns:
           {k: p[k] for k in ("window_strides", "padding", "lhs_dilation", "rhs_dilation") if k in p} or p)
 
 # %%
+prims = [e.primitive.name for e in conv_bwd.jaxpr.eqns]
 convs = [e for e in conv_bwd.jaxpr.eqns if e.primitive.name == "conv_general_dilated"]
 fwd, w_grad, x_grad = convs
-assert [e.primitive.name for e in conv_bwd.jaxpr.eqns if e.primitive.name in ("rev", "transpose")] == ["transpose", "rev"]
+assert [name for name in prims if name in ("rev", "transpose")] == ["transpose", "rev"]
 assert x_grad.params["lhs_dilation"] == fwd.params["window_strides"]     # stride -> dilation of the cotangent
 assert w_grad.params["rhs_dilation"] == fwd.params["window_strides"]     # stride -> dilation of the "kernel" ct
 assert w_grad.outvars[0].aval.shape == wc.shape and x_grad.outvars[0].aval.shape == xc.shape
@@ -349,7 +351,8 @@ ax.grid(alpha=0.3)
 
 # %%
 np.testing.assert_allclose(d1(xs), 1 / (1 + np.exp(-xs)), rtol=1e-12, atol=1e-15)
-np.testing.assert_allclose(d2(xs), jax.vmap(jax.grad(jax.grad(lambda x: softplus(x, np=jnp))))(xs), rtol=1e-10, atol=1e-15)
+jax_d2 = jax.vmap(jax.grad(jax.grad(lambda x: softplus(x, np=jnp))))(xs)
+np.testing.assert_allclose(d2(xs), jax_d2, rtol=1e-10, atol=1e-15)
 
 # %% [markdown]
 # ## 6. Perturbation confusion

@@ -290,7 +290,8 @@ for k in params:  # the batch gradient is the mean of the per-example ones
 # %%
 single = minixla.make_jaxpr(minixla.grad(example_loss))(params, X[0], Y[0])
 batched = minixla.make_jaxpr(minixla.vmap(minixla.grad(example_loss), in_axes=(None, 0, 0)))(params, X, Y)
-print("dot_generals, one example:", prims(single).count("dot_general"), "  vmapped:", prims(batched).count("dot_general"))
+print("dot_generals, one example:", prims(single).count("dot_general"),
+      "  vmapped:", prims(batched).count("dot_general"))
 for e in batched.jaxpr.eqns:
     if e.primitive.name == "dot_general":
         print(" ", e.outvars[0].aval.str_short(), e.params["dimension_numbers"])
