@@ -5,8 +5,11 @@ lowering, JVP, transpose, batching). ``LINEAR`` lists the primitives that are li
 of) their float operands and so need a transpose rule; ``MISSING`` says, with a reason, which
 rows the transformations still lack. ``tests/test_transform_coverage.py`` fails when a
 primitive outside ``MISSING`` lacks a row, or when ``MISSING`` names a row that now exists.
+``using_rule(table, prim, rule)`` swaps one row in for a ``with`` block (the course's exercises).
 """
 from __future__ import annotations
+
+import contextlib
 
 from minixla.core.primitive import impl_rules, registry, shape_rules
 from minixla.interpreters import (ad_rules, ad_scatter_rules, batching, custom_derivatives,  # noqa: F401
@@ -51,3 +54,30 @@ def transform_cells(name) -> dict:
                       or (col == "batching" and name in NO_OPERANDS))
         cells[col] = "yes" if r[col] is not None else ("missing" if needed else "n/a")
     return cells
+
+
+_TABLES = {"jvp": jvp_rules, "transpose": transpose_rules, "batching": batching_rules}
+
+
+@contextlib.contextmanager
+def using_rule(table: str, prim, rule):
+    """Within the ``with`` block, ``rule`` is ``prim``'s row of the ``table`` ("jvp", "transpose"
+    or "batching"; ``rule=None``: no row, as for a primitive without one); the previous row (or
+    its absence) is restored on exit, also after an error.
+
+    The hook the course's exercises (tutorials 09 and 10) use to try a rule of their own on
+    the real transformations. The tables are process-global: not for use from several threads.
+    Raises ``KeyError`` for an unknown table name or primitive name.
+    """
+    rows = _TABLES[table]
+    prim = registry[prim] if isinstance(prim, str) else prim
+    missing = object()
+    old = rows.get(prim, missing)
+    rows[prim] = rule
+    try:
+        yield rule
+    finally:
+        if old is missing:
+            del rows[prim]
+        else:
+            rows[prim] = old
