@@ -11,7 +11,8 @@ from minixla.jit import jit, Lowered, Compiled
 from minixla import lax, numpy
 from minixla.interpreters.api import (jvp, linearize, vjp, grad, value_and_grad, jacfwd, jacrev, hessian,
                                       vmap, eval_shape, linear_transpose)
+from minixla.frontends import import_jaxpr
 
 __all__ = ["make_jaxpr", "jit", "lax", "numpy", "errors", "ShapedArray", "Lowered", "Compiled",
            "jvp", "linearize", "vjp", "grad", "value_and_grad", "jacfwd", "jacrev", "hessian", "vmap",
-           "eval_shape", "linear_transpose"]
+           "eval_shape", "linear_transpose", "import_jaxpr"]
