@@ -45,6 +45,8 @@ PRIMITIVE_OPCODES = {
     "argmin": ["reduce", "compare", "or", "iota", "select"],
     "cumsum": ["reduce-window"], "cumprod": ["reduce-window"], "cummax": ["reduce-window"],
     "cummin": ["reduce-window"], "dot_general": ["dot"], "conv_general_dilated": ["convolution"],
+    "reduce_window_sum": ["reduce-window"], "reduce_window_max": ["reduce-window"],
+    "reduce_window_min": ["reduce-window"],
 }
 
 

@@ -16,6 +16,9 @@ M = np.ones((2, 3), np.float32)
 GDN, SDN = lax.GatherDimensionNumbers((1,), (0,), (0,)), lax.ScatterDimensionNumbers((1,), (0,), (0,))
 IDX = np.array([[1], [0]], np.int32)
 
+POOL = {"reduce_window_sum": (0.0, lax.add), "reduce_window_max": (-np.inf, lax.max),
+        "reduce_window_min": (np.inf, lax.min)}
+
 #: primitive -> (function, args): one small use of each primitive.
 SAMPLES = {
     **{n: (getattr(lax, n), (f,)) for n in ["neg", "abs", "sign", "floor", "ceil", "exp", "exp2", "expm1", "log",
@@ -48,6 +51,7 @@ SAMPLES = {
     "reduce_and": (lambda x: lax.reduce_and(x, (0,)), (b,)), "reduce_or": (lambda x: lax.reduce_or(x, (0,)), (b,)),
     "argmax": (lambda x: lax.argmax(x, 0, np.int32), (f,)), "argmin": (lambda x: lax.argmin(x, 0, np.int32), (f,)),
     **{n: (lambda x, n=n: getattr(lax, n)(x, 0), (f,)) for n in ["cumsum", "cumprod", "cummax", "cummin"]},
+    **{n: (lambda x, n=n: lax.reduce_window(x, *POOL[n], (2, 2), (1, 2), "SAME"), (M,)) for n in POOL},
     "dot_general": (lambda x: lax.dot_general(x, x, (((1,), (1,)), ((), ()))), (M,)),
     "conv_general_dilated": (lambda x: lax.conv_general_dilated(x, x, (1, 1), "SAME"), (np.ones((1, 1, 3, 3),
                                                                                                np.float32),)),

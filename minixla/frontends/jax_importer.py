@@ -351,6 +351,8 @@ _SAME_NAME = [
     # reductions
     "reduce_sum", "reduce_prod", "reduce_max", "reduce_min", "reduce_and", "reduce_or",
     "argmax", "argmin", "cumsum", "cumprod", "cummax", "cummin",
+    # windows (pooling)
+    "reduce_window_sum", "reduce_window_max", "reduce_window_min",
 ]
 for _name in _SAME_NAME:
     import_rules[_name] = _elementwise(_name) if _name in _ELEMENTWISE else _same(_name)

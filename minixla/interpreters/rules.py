@@ -18,7 +18,7 @@ from minixla.interpreters.batching import batching_rules
 LINEAR = {"neg", "add", "sub", "mul", "div", "convert_element_type", "broadcast_in_dim", "reshape",
           "transpose", "squeeze", "rev", "reduce_sum", "slice", "pad", "concatenate", "select_n",
           "dot_general", "conv_general_dilated", "cumsum", "dynamic_slice", "dynamic_update_slice",
-          "gather", "scatter-add", "scatter", "scatter-mul"}
+          "gather", "scatter-add", "scatter", "scatter-mul", "reduce_window_sum"}
 
 #: primitives without operands: nothing to batch, no tangent to carry
 NO_OPERANDS = {"iota"}
@@ -30,6 +30,9 @@ MISSING = {
         "scatter-mul": "needs the product of the colliding updates (JAX's rule); not done yet",
         "scatter-min": "needs the tie handling of colliding updates; not done yet",
         "scatter-max": "needs the tie handling of colliding updates; not done yet",
+        "reduce_window_max": "JAX's rule (select_and_gather_add) gives each window's tangent to one "
+                             "maximal element, ties included; not done yet",
+        "reduce_window_min": "as reduce_window_max's (select_and_gather_add); not done yet",
     },
     "transpose": {
         "scatter": "follows its JVP rule (missing)",
