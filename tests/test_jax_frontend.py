@@ -228,3 +228,21 @@ def test_imported_equations_carry_the_users_line():
         return jnp.exp(x) + 1.0
     imported = minixla.import_jaxpr(jax.make_jaxpr(f)(np.ones(2, np.float32)))
     assert all(e.source_info.filename.endswith("test_jax_frontend.py") for e in imported.eqns)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_structural_primitives_of_jnp(backend):
+    # jax 0.10's jnp.stack / jnp.tile / jnp.unstack / jnp.split bind primitives of their own
+    def f(x, y, i):
+        a, b, c = jnp.unstack(x[:3], axis=0)
+        parts = jnp.split(x, [1, 3], axis=1)
+        upd = jnp.zeros(4).at[i].add(y[0]).at[i + 1].subtract(2.0)  # scatter-add, scatter-sub
+        return (jnp.stack([x, 2 * x], axis=1), jnp.tile(y, (2, 3)), jnp.tile(y, 2), a + b * c,
+                parts[1], jnp.square(y), upd)
+    x = np.arange(20, dtype=np.float32).reshape(4, 5)
+    y = np.linspace(-1, 1, 5, dtype=np.float32)
+    i = np.array([0, 2, 2], np.int32)
+    names = {e.primitive.name for e in jax.make_jaxpr(f)(x, y, i).eqns}
+    assert {"stack", "unstack", "tile", "split", "square", "scatter-add", "scatter-sub"} <= names
+    assert_tree_close(minixla.jit(f, frontend="jax", backend=backend)(x, y, i), jax.jit(f)(x, y, i),
+                      rtol=0, atol=0)

@@ -70,6 +70,14 @@ UNSUPPORTED = {
     "select_and_gather_add": "the JVP of max pooling: compute the gradient with minixla.grad instead",
     "select_and_scatter_add": "the gradient of max pooling: compute it with minixla.grad instead",
     **{p: "complex numbers: minixla has no complex dtypes" for p in ("complex", "conj", "real", "imag", "fft")},
+    **{p: "no minixla primitive yet (JAX eager's values come from XLA's own expansion of it, which "
+          "a minixla composition would not match bit for bit)"
+       for p in ("acos", "acosh", "asin", "asinh", "atan", "atanh", "cosh", "sinh", "erf_inv", "lgamma",
+                 "digamma", "igamma", "igammac", "igamma_grad_a", "polygamma", "zeta", "bessel_i0e",
+                 "bessel_i1e", "regularized_incomplete_beta", "nextafter", "reduce_precision")},
+    **{p: "tokens and effects: minixla programs are pure" for p in ("after_all", "create_token", "dce_sink")},
+    **{p: "shape polymorphism: minixla shapes are static" for p in ("eq_to", "le_to", "lt_to")},
+    "select_and_scatter": "the gradient of a window selection: compute it with minixla.grad instead",
     **{p: "collective / SPMD primitive: minixla compiles for one device"
        for p in ("psum", "pmax", "pmin", "ppermute", "all_gather", "all_to_all", "ragged_all_to_all",
                  "axis_index")},
@@ -383,6 +391,47 @@ def _split(x, *, sizes, axis):
     return outs
 
 
+def _shape(x):
+    return tuple(x.shape) if hasattr(x, "shape") else np.shape(x)
+
+
+def _stack(*xs, axis):
+    # jnp.stack: each operand gets a new dim of 1 at ``axis``, then one concatenate
+    axis = int(axis)
+    parts = []
+    for x in xs:
+        shape = _shape(x)
+        new = shape[:axis] + (1,) + shape[axis:]
+        parts.append(registry["reshape"].bind(x, new_sizes=new, dimensions=None))
+    return registry["concatenate"].bind(*parts, dimension=axis)
+
+
+def _unstack(x, *, axis):
+    axis = int(axis)
+    shape = _shape(x)
+    outs = []
+    for i in range(shape[axis]):
+        lo = tuple(i if d == axis else 0 for d in range(len(shape)))
+        hi = tuple(i + 1 if d == axis else n for d, n in enumerate(shape))
+        piece = registry["slice"].bind(x, start_indices=lo, limit_indices=hi, strides=None)
+        outs.append(registry["reshape"].bind(piece, new_sizes=shape[:axis] + shape[axis + 1:], dimensions=None))
+    return outs
+
+
+def _tile(x, *, reps):
+    # jnp.tile: x broadcast to (r0, n0, r1, n1, ...) (each dim's copies major to it), then
+    # merged to (r0*n0, r1*n1, ...)
+    reps = _norm(reps)
+    shape = _shape(x)
+    if len(reps) > len(shape):
+        shape = (1,) * (len(reps) - len(shape)) + shape
+        x = registry["reshape"].bind(x, new_sizes=shape, dimensions=None)
+    reps = (1,) * (len(shape) - len(reps)) + tuple(reps)
+    wide = tuple(d for r, n in zip(reps, shape) for d in (r, n))
+    x = registry["broadcast_in_dim"].bind(x, shape=wide, broadcast_dimensions=tuple(range(1, len(wide), 2)))
+    return registry["reshape"].bind(x, new_sizes=tuple(r * n for r, n in zip(reps, shape)), dimensions=None)
+
+
 def _dot_general(lhs, rhs, *, dimension_numbers, precision=None, preferred_element_type=None, **rest):
     _plain_params("dot_general", rest)
     pet = canonicalize_dtype(preferred_element_type) if preferred_element_type is not None else None
@@ -462,6 +511,10 @@ import_rules.update({
     "scatter": _scatter(lax.scatter), "scatter-add": _scatter(lax.scatter_add),
     "scatter-mul": _scatter(lax.scatter_mul), "scatter-min": _scatter(lax.scatter_min),
     "scatter-max": _scatter(lax.scatter_max),
+    # (x - u is x + (-u) exactly, in IEEE arithmetic and in wrapping integers)
+    "scatter-sub": _scatter(lambda x, i, u, dn, mode: lax.scatter_add(x, i, registry["neg"].bind(u), dn,
+                                                                      mode=mode)),
+    "stack": _stack, "unstack": _unstack, "tile": _tile,
     # calls, inlined: jit (pjit), closed_call, core_call, checkpoint (remat), and the primal of
     # custom_jvp_call / custom_vjp_call
     "jit": _inline("jaxpr"), "pjit": _inline("jaxpr"), "closed_call": _inline("call_jaxpr"),
