@@ -26,3 +26,20 @@ def test_the_count_is_the_table():
     assert done == sum(n in jax_importer.import_rules for n in coverage.lax_primitives())
     # a primitive is either imported or listed as missing, never both
     assert not set(jax_importer.import_rules) & set(jax_importer.UNSUPPORTED)
+
+
+def test_readme_states_the_current_count_and_its_example_runs():
+    readme = open(os.path.join(os.path.dirname(__file__), "..", "README.md")).read()
+    section = readme.split("## The JAX front end")[1].split("\n## ")[0]
+    m = re.search(r"(\d+) of the (\d+) `jax\.lax\.\*_p` import \(jax ([\w.]+)\)", section)
+    assert m, "the README's JAX front end section states the count"
+    if m.group(3) == jax.__version__:
+        assert (int(m.group(1)), int(m.group(2))) == coverage.counts()
+    code = section.split("```python\n")[1].split("```")[0]
+    import contextlib
+    import io
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(code, "README.md", "exec"), {})
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "True" and "tanh" in lines[1]
