@@ -200,6 +200,11 @@ def test_under_minixla_grad_and_vmap():
     x = np.linspace(0, 1, 12, dtype=np.float32).reshape(4, 3)
     g = minixla.jit(minixla.grad(f))(w, x)
     np.testing.assert_allclose(g, jax.grad(lambda w, x: jnp.sum(jnp.tanh(x @ w) ** 2))(w, x), rtol=1e-5)
+    # (a custom_jvp inside is not used by minixla's AD: it differentiates the primal, as the
+    # README says -- jax.nn.relu at exactly 0 gets max's tie rule)
+    relu = minixla.jit(jax.nn.relu, frontend="jax")
+    assert minixla.grad(relu)(np.float32(0.0)) == 0.5 and jax.grad(jax.nn.relu)(0.0) == 0.0
+    assert minixla.grad(relu)(np.float32(2.0)) == 1.0
     per_example = minixla.vmap(f, in_axes=(None, 0))(w, x[:, None])
     np.testing.assert_allclose(per_example, jax.vmap(lambda x: jnp.sum(jnp.tanh(x @ w) ** 2))(x[:, None]),
                                rtol=1e-6)
@@ -246,3 +251,25 @@ def test_structural_primitives_of_jnp(backend):
     assert {"stack", "unstack", "tile", "split", "square", "scatter-add", "scatter-sub"} <= names
     assert_tree_close(minixla.jit(f, frontend="jax", backend=backend)(x, y, i), jax.jit(f)(x, y, i),
                       rtol=0, atol=0)
+
+
+def test_calls_and_custom_derivatives_are_inlined():
+    @jax.custom_vjp
+    def f(x):
+        return jnp.sin(x)
+    f.defvjp(lambda x: (jnp.sin(x), x), lambda r, g: (g * jnp.cos(r),))
+
+    @jax.custom_jvp
+    def softplus(x):
+        return jnp.log1p(jnp.exp(x))
+    softplus.defjvp(lambda p, t: (softplus(p[0]), t[0] * jax.nn.sigmoid(p[0])))
+
+    def g(x):
+        y = jax.checkpoint(lambda z: z * 2)(x)
+        return jnp.sum(f(y) + softplus(x) + jax.jit(jnp.exp)(x))
+    x = np.linspace(-2, 2, 4).astype(np.float32)
+    names = {e.primitive.name for e in jax.make_jaxpr(g)(x).eqns}
+    assert {"custom_vjp_call", "custom_jvp_call", "remat2", "jit"} <= names
+    assert_tree_close(minixla.jit(g, frontend="jax", backend="jax")(x), jax.jit(g)(x), rtol=1e-6, atol=0)
+    gg = jax.grad(g)  # JAX applies the custom rules; the jaxpr holds their results
+    assert_tree_close(minixla.jit(gg, frontend="jax", backend="jax")(x), jax.jit(gg)(x), rtol=1e-5, atol=1e-6)
