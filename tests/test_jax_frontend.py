@@ -273,3 +273,17 @@ def test_calls_and_custom_derivatives_are_inlined():
     assert_tree_close(minixla.jit(g, frontend="jax", backend="jax")(x), jax.jit(g)(x), rtol=1e-6, atol=0)
     gg = jax.grad(g)  # JAX applies the custom rules; the jaxpr holds their results
     assert_tree_close(minixla.jit(gg, frontend="jax", backend="jax")(x), jax.jit(gg)(x), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_common_jnp_surface(backend):
+    def f(x, i):
+        return (jnp.argmax(x, axis=1), jnp.cumsum(x, axis=0), jnp.clip(x, 1, 4), x % 2.5, jnp.expm1(x),
+                jnp.round(x / 3), x.astype(jnp.int8) >> 1, jnp.max(x), jnp.prod(x + 1),
+                jax.nn.one_hot(jnp.array([0, 2]), 3), jnp.pad(x, 1), x[::-1, 1:], x.T.reshape(-1),
+                jnp.dot(x, x.T), x[i], jax.lax.dynamic_slice(x, (i, 0), (1, 2)),
+                jax.lax.dynamic_update_slice(x, x[:1, :2] * 10, (i, 1)),
+                jnp.take(x, jnp.array([2, 0, 5]), axis=1), jnp.where(x > 2, x, jnp.nan).min(axis=0))
+    x = np.arange(6, dtype=np.float32).reshape(2, 3) - 1.5
+    assert_tree_close(minixla.jit(f, frontend="jax", backend=backend)(x, np.int32(1)),
+                      jax.jit(f)(x, np.int32(1)), rtol=2e-7, atol=0)

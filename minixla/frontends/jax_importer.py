@@ -137,9 +137,16 @@ def _read_literal(lit):
 
 def _check_aval(name, jvar, value, in_ids):
     """Hold the imported value to JAX's type for ``jvar``; give it JAX's weak type."""
-    if type(value) is not Tracer:  # (a transformation's tracer, or a value computed eagerly)
-        return
     want = jvar.aval
+    if type(value) is not Tracer:
+        # a value computed eagerly (all its operands were constants): held to the same shape and
+        # dtype; a transformation's tracer (grad, vmap) has its own avals and is left alone
+        if isinstance(value, (np.ndarray, np.generic)) and (
+                np.shape(value) != tuple(want.shape) or value.dtype != canonicalize_dtype(want.dtype)):
+            raise ImportRuleError(f"import rule of jax primitive '{name}' gave {value.dtype}"
+                                  f"{list(np.shape(value))} where JAX's jaxpr has {want.str_short()} "
+                                  "(a bug in minixla's JAX front end)")
+        return
     got = value.aval
     if tuple(got.shape) != tuple(want.shape) or got.dtype != canonicalize_dtype(want.dtype):
         raise ImportRuleError(f"import rule of jax primitive '{name}' gave {got.str_short()} where "
