@@ -13,8 +13,9 @@ from minixla.interpreters.api import (jvp, linearize, vjp, grad, value_and_grad,
                                       vmap, eval_shape, linear_transpose)
 from minixla.interpreters.custom_derivatives import custom_jvp, custom_vjp
 from minixla.interpreters.remat import checkpoint, remat, checkpoint_policies
+from minixla.frontends import import_jaxpr
 
 __all__ = ["make_jaxpr", "jit", "lax", "numpy", "errors", "ShapedArray", "Lowered", "Compiled",
            "jvp", "linearize", "vjp", "grad", "value_and_grad", "jacfwd", "jacrev", "hessian", "vmap",
            "eval_shape", "linear_transpose", "custom_jvp", "custom_vjp", "checkpoint", "remat",
-           "checkpoint_policies"]
+           "checkpoint_policies", "import_jaxpr"]

@@ -56,6 +56,8 @@ PRIMITIVE_OPCODES = {
     # no opcode of their own: stop_gradient lowers to its operand, and the call primitives
     # inline their sub-jaxpr (its equations' opcodes)
     "stop_gradient": [], "custom_jvp_call": [], "custom_vjp_call": [], "remat2": [], "jit": [],
+    "reduce_window_sum": ["reduce-window"], "reduce_window_max": ["reduce-window"],
+    "reduce_window_min": ["reduce-window"],
 }
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import inspect
 import gc
+import logging
 import os
 import threading
 import time
@@ -38,6 +39,10 @@ from minixla.passes.transpose_folding import TransposeFolding
 from minixla.passes.pipeline import FixedPoint, PassPipeline
 
 BACKENDS = ("llvm", "jax")
+#: who traces ``fun``: minixla's tracer (switching to JAX's when ``fun`` calls JAX: None, the
+#: default), minixla's only ("minixla"), or JAX's (``jax.make_jaxpr``, then ``minixla.frontends``)
+FRONTENDS = (None, "minixla", "jax")
+logger = logging.getLogger(__name__)
 
 
 def _backend_compile(backend, module, assignment):
@@ -245,11 +250,15 @@ class Compiled:
 class Jitted:
     """The object ``minixla.jit(f)`` returns: callable, with ``.lower(*args)`` like ``jax.jit``."""
 
-    def __init__(self, fun, backend: str = "llvm", donate_argnums=(), static_argnums=(), static_argnames=()):
+    def __init__(self, fun, backend: str = "llvm", donate_argnums=(), static_argnums=(), static_argnames=(),
+                 frontend=None):
         if backend not in BACKENDS:
             raise ValueError(f"unknown backend {backend!r}; choose one of {BACKENDS}")
+        if frontend not in FRONTENDS:
+            raise ValueError(f"unknown frontend {frontend!r}; choose one of {FRONTENDS}")
         self.fun = fun
         self.backend = backend
+        self.frontend = frontend
         as_tuple = lambda x: (x,) if isinstance(x, (int, str)) else tuple(x)
         self.donate_argnums = as_tuple(donate_argnums)
         self.static_argnums = as_tuple(static_argnums)
@@ -331,20 +340,52 @@ class Jitted:
             self._argument_error(args, kwargs, e)
         flat_fun, out_store = flatten_fun(fun, in_tree)
         t0 = time.perf_counter()
-        closed = trace_to_jaxpr(flat_fun, in_avals)
+        closed = self._trace(flat_fun, in_avals)
         name = f"jit_{getattr(self.fun, '__name__', 'fn')}".replace("<", "").replace(">", "")
         module = lower_jaxpr(closed, name=name)
-        lowered = Lowered(closed, module, in_tree, out_store[0], in_avals, self.backend)
+        lowered = Lowered(closed, module, in_tree, out_store[-1], in_avals, self.backend)
         lowered.donated = _donated_leaves(dyn_args, self._dynamic_donations(args))
         lowered.trace_ms = (time.perf_counter() - t0) * 1e3
         return lowered
+
+    def _trace(self, flat_fun, in_avals):
+        """The jaxpr of ``flat_fun``, traced by the front end ``frontend=`` names. With the
+        default (None) a function that calls JAX (``jnp.sin`` on a minixla tracer) is traced again
+        by JAX and imported (``minixla.frontends.jax_importer``), and a log line says so."""
+        from minixla.frontends import jax_importer
+        if self.frontend == "jax":
+            return jax_importer.trace_with_jax(flat_fun, in_avals)
+        try:
+            return trace_to_jaxpr(flat_fun, in_avals)
+        except errors.JaxFunctionError as e:
+            if self.frontend == "minixla":
+                raise
+            name = getattr(self.fun, "__name__", "fn")
+            where = [ln.strip()[4:] for ln in e.args[0].splitlines() if ln.strip().startswith("at: ")]
+            try:
+                closed = jax_importer.trace_with_jax(flat_fun, in_avals)
+            except jax_importer.UnsupportedJaxPrimitiveError:
+                raise
+            except Exception:
+                # JAX cannot trace it either (minixla code mixed in: a minixla.grad around jnp
+                # calls): minixla's error is the one that says what to change
+                raise e from None
+            logger.warning("jit(%s) calls a JAX function on a traced value (at %s): traced again with "
+                           "JAX's tracer and its jaxpr imported (minixla.jit(%s, frontend=\"jax\") does "
+                           "this directly)", name, where[-1] if where else "?", name)
+            self.frontend = "jax"
+            return closed
 
     def __call__(self, *args, **kwargs):
         fun, dyn_args, dyn_kwargs, static_key = self._split_static(args, kwargs)
         flat, in_tree = tree_util.tree_flatten((dyn_args, dyn_kwargs))
         if _trace_stack or any(isinstance(x, Tracer) for x in flat):
             # jit inside a traced or transformed function (make_jaxpr, jit, grad, vmap): one
-            # `jit` equation carrying its jaxpr, inlined when lowered (JAX's pjit equation)
+            # `jit` equation carrying its jaxpr, inlined when lowered (JAX's pjit equation); a JAX
+            # function is traced by JAX and its jaxpr interpreted on the outer trace's values
+            if self.frontend == "jax":
+                from minixla.frontends.jax_importer import call_with_jax
+                return call_with_jax(fun, dyn_args, dyn_kwargs)
             from minixla.interpreters.jit_call import call_jitted
             name = getattr(self.fun, "__name__", "fn")
             return call_jitted(name, fun, dyn_args, dyn_kwargs)
@@ -468,7 +509,8 @@ def _donated_leaves(args, donate_argnums) -> tuple:
     return tuple(donated)
 
 
-def jit(fun=None, *, backend: str = "llvm", donate_argnums=(), static_argnums=(), static_argnames=()):
+def jit(fun=None, *, backend: str = "llvm", donate_argnums=(), static_argnums=(), static_argnames=(),
+        frontend=None):
     """Compile ``fun`` with minixla (``jax.jit``'s counterpart).
 
     Args:
@@ -485,18 +527,25 @@ def jit(fun=None, *, backend: str = "llvm", donate_argnums=(), static_argnums=()
         are compile-time Python values (e.g. a shape, a flag), as in ``jax.jit``: they must be
         hashable, are passed to ``fun`` unchanged, and each new value compiles again. A
         ``Compiled`` from ``.lower(...).compile()`` is then called with the other arguments only.
+      frontend: who traces ``fun`` into a jaxpr (XLA's front ends): ``"jax"`` -- ``jax.make_jaxpr``,
+        for a function written with ``jax.numpy``/``jax.lax``/``jax.nn`` (``jax.grad``/``jax.vmap``
+        inside too), whose jaxpr ``minixla.import_jaxpr`` imports; ``"minixla"`` -- minixla's tracer
+        only; ``None`` (default) -- minixla's tracer, switching to ``"jax"`` (with a warning on the
+        ``minixla.jit`` logger) when ``fun`` calls a JAX function on a traced value.
     Returns:
       A ``Jitted`` callable returning numpy arrays; ``.lower(*args)`` gives the staged API. In a
       class body it is a method, as with ``jax.jit``: ``@functools.partial(jit, static_argnums=0)``
       makes ``self`` static. ``jit.optimization_pipeline()`` is the pass pipeline ``compile()`` runs.
     Raises:
       ShapeError, DTypeError, TracerBoolConversionError, JaxFunctionError (while tracing; each
-      names the op, its operands and the line), UnsupportedError (complex dtypes, among others).
+      names the op, its operands and the line), UnsupportedError (complex dtypes, among others;
+      ``UnsupportedJaxPrimitiveError`` for a JAX primitive the JAX front end cannot import).
     """
     if fun is None:
         return functools.partial(jit, backend=backend, donate_argnums=donate_argnums,
-                                 static_argnums=static_argnums, static_argnames=static_argnames)
-    return Jitted(fun, backend, donate_argnums, static_argnums, static_argnames)
+                                 static_argnums=static_argnums, static_argnames=static_argnames,
+                                 frontend=frontend)
+    return Jitted(fun, backend, donate_argnums, static_argnums, static_argnames, frontend)
 
 
 # The README's ``minixla.jit.optimization_pipeline()``: ``minixla.jit`` is this function (it

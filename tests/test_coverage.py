@@ -35,6 +35,9 @@ _sin_vjp.defvjp(lambda x: (_sin_vjp(x), lax.cos(x)), lambda cos_x, ct: (lax.mul(
 #: forward mode of a custom_vjp function is an error (as in JAX): its plain counterpart
 FORWARD_MODE_OF = {"custom_vjp_call": lax.sin}
 
+POOL = {"reduce_window_sum": (0.0, lax.add), "reduce_window_max": (-np.inf, lax.max),
+        "reduce_window_min": (np.inf, lax.min)}
+
 #: primitive -> (function, args): one small use of each primitive.
 SAMPLES = {
     **{n: (getattr(lax, n), (f,)) for n in ["neg", "abs", "sign", "floor", "ceil", "exp", "exp2", "expm1", "log",
@@ -68,6 +71,7 @@ SAMPLES = {
     "reduce_and": (lambda x: lax.reduce_and(x, (0,)), (b,)), "reduce_or": (lambda x: lax.reduce_or(x, (0,)), (b,)),
     "argmax": (lambda x: lax.argmax(x, 0, np.int32), (f,)), "argmin": (lambda x: lax.argmin(x, 0, np.int32), (f,)),
     **{n: (lambda x, n=n: getattr(lax, n)(x, 0), (f,)) for n in ["cumsum", "cumprod", "cummax", "cummin"]},
+    **{n: (lambda x, n=n: lax.reduce_window(x, *POOL[n], (2, 2), (1, 2), "SAME"), (M,)) for n in POOL},
     "dot_general": (lambda x: lax.dot_general(x, x, (((1,), (1,)), ((), ()))), (M,)),
     "conv_general_dilated": (lambda x: lax.conv_general_dilated(x, x, (1, 1), "SAME"), (np.ones((1, 1, 3, 3),
                                                                                                np.float32),)),

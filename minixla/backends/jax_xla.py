@@ -237,7 +237,8 @@ _REDUCERS.update({"multiply": lax.mul, "and": lax.bitwise_and, "or": lax.bitwise
 def _reduce_window(instr, x, init):
     w = instr.attrs["window"]
     reducer = _REDUCERS[instr.called[0].root.opcode]
-    return lax.reduce_window(x, init, reducer, w["size"], w["stride"], w["pad"])
+    return lax.reduce_window(x, init, reducer, w["size"], w["stride"], w["pad"], w["lhs_dilate"],
+                             w["rhs_dilate"])
 
 
 jax_rules["reduce-window"] = _reduce_window

@@ -561,17 +561,28 @@ def _scan(instr, x, init, axis, reverse):
 def _reduce_window(instr, x, init):
     if runs_as_scan(instr):
         return _scan(instr, x, init, *scan_axis(instr))
+    # Window tap by tap over all outputs at once, in the window's row-major order (the order of
+    # the window-by-window loop): a tap landing in the padding or in a hole of the base dilation
+    # is skipped (the accumulator is kept), as XLA's loop skips it.
     w = instr.attrs["window"]
     region = instr.called[0]
-    out = np.empty(instr.shape.dims, x.dtype)
-    for pos in np.ndindex(*instr.shape.dims):
-        acc = np.asarray(init)
-        for k in np.ndindex(*w["size"]):
-            p = [o * s + kk - lo for o, s, kk, (lo, _) in zip(pos, w["stride"], k, w["pad"])]
-            if all(0 <= q < n for q, n in zip(p, x.shape)):
-                acc = evaluate_computation(region, [acc, np.asarray(x[tuple(p)])])
-        out[pos] = acc
-    return out
+    out_dims = tuple(instr.shape.dims)
+    acc = np.broadcast_to(np.asarray(init, x.dtype), out_dims).copy()
+    if acc.size == 0 or x.size == 0:
+        return acc
+    grids = np.meshgrid(*[np.arange(n) for n in out_dims], indexing="ij")
+    for k in np.ndindex(*w["size"]):
+        valid = np.ones(out_dims, bool)
+        index = []
+        for d, (g, n) in enumerate(zip(grids, x.shape)):
+            p = g * w["stride"][d] + k[d] * w["rhs_dilate"][d] - w["pad"][d][0]  # in the dilated operand
+            b = w["lhs_dilate"][d]
+            valid &= (p >= 0) & (p <= (n - 1) * b) & (p % b == 0)
+            index.append(np.clip(p // b, 0, n - 1))
+        if valid.any():
+            step = evaluate_computation(region, [acc, x[tuple(index)]], batched=True)
+            acc = np.where(valid, step, acc).astype(x.dtype)
+    return acc
 
 
 def _bitcast_convert(instr, x):

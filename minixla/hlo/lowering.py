@@ -630,3 +630,29 @@ lowering_rules[lax.cosh_p] = _decomposed(_cosh, upcast=True)
 lowering_rules[lax.asinh_p] = _decomposed(_asinh)
 lowering_rules[lax.acosh_p] = _decomposed(_acosh)
 lowering_rules[lax.atanh_p] = _decomposed(_atanh)
+
+
+def _window_reduction(name):
+    opcode = lax.windows.REDUCERS[name][0]
+
+    def rule(ctx, operands, in_avals, out_aval, *, window_dimensions, window_strides, padding,
+             base_dilation, window_dilation):
+        x, = operands
+        trivial = (all(w == 1 for w in window_dimensions) and all(s == 1 for s in window_strides)
+                   and all(tuple(p) == (0, 0) for p in padding) and all(b == 1 for b in base_dilation))
+        if trivial:
+            # Each window is one element: x itself (as XLA's simplifier drops a trivial
+            # reduce-window, so JAX eager gives x: a sum keeps -0.0, not 0.0 + -0.0)
+            return x
+        dtype = x.shape.dtype
+        init = ctx.constant(lax.windows.identity(name, dtype), dtype)
+        window = dict(size=tuple(window_dimensions), stride=tuple(window_strides),
+                      pad=tuple(tuple(p) for p in padding), lhs_dilate=tuple(base_dilation),
+                      rhs_dilate=tuple(window_dilation))
+        return ctx.add("reduce-window", shape_of(out_aval), [x, init], called=[ctx.region(opcode, dtype)],
+                       window=window)
+    return rule
+
+
+for _name in lax.windows.REDUCERS:
+    lowering_rules[lax.windows._PRIMS[_name]] = _window_reduction(_name)

@@ -447,3 +447,18 @@ def _scatter_b(prim):
 
 for _p in (L.scatter_p, L.scatter_add_p, L.scatter_mul_p, L.scatter_min_p, L.scatter_max_p):
     _scatter_b(_p)
+
+
+def _window_b(prim):
+    def rule(vals, dims, *, window_dimensions, window_strides, padding, base_dilation, window_dilation):
+        (x,), (d,) = vals, dims
+        x = moveaxis(x, d, 0)  # the batch dim gets a window of one element
+        return prim.bind(x, window_dimensions=(1,) + tuple(window_dimensions),
+                         window_strides=(1,) + tuple(window_strides), padding=((0, 0),) + tuple(padding),
+                         base_dilation=(1,) + tuple(base_dilation),
+                         window_dilation=(1,) + tuple(window_dilation)), 0
+    batching_rules[prim] = rule
+
+
+for _p in (L.reduce_window_sum_p, L.reduce_window_max_p, L.reduce_window_min_p):
+    _window_b(_p)

@@ -657,16 +657,24 @@ def _reduce_window_rule(em, instr, index):
         return b.load(acc)
     with em.nested_region(), loop_nest(b, w["size"], "rw") as ks:
         valid, multi = None, []
-        for v, k, n, stride, (lo, _hi) in zip(index.multi, ks, in_dims, w["stride"], w["pad"]):
-            p = b.add(v if stride == 1 else b.mul(v, T.i64(stride)), k)
+        for v, k, n, stride, (lo, _hi), bd, wd in zip(index.multi, ks, in_dims, w["stride"], w["pad"],
+                                                      w["lhs_dilate"], w["rhs_dilate"]):
+            # the tap's position in the padded, base-dilated operand; a tap in the padding or in
+            # a hole between dilated elements is skipped (unsigned compare: p < 0 wraps high)
+            p = b.add(v if stride == 1 else b.mul(v, T.i64(stride)), k if wd == 1 else b.mul(k, T.i64(wd)))
             if lo:
                 p = b.sub(p, T.i64(lo))
-            ok = b.icmp_unsigned("<", p, T.i64(n))
+            ok = b.icmp_unsigned("<", p, T.i64((n - 1) * bd + 1))
+            if bd != 1:
+                ok = b.and_(ok, b.icmp_unsigned("==", b.urem(p, T.i64(bd)), T.i64(0)))
+                p = b.udiv(p, T.i64(bd))
             multi.append(p)
             valid = ok if valid is None else b.and_(valid, ok)
         with if_then(b, valid if valid is not None else ir.Constant(T.I1, 1), "inwindow"):
             x = em.emit(operand, Index(b, in_dims, multi=multi))
-            b.store(emit_reducer(b, instr.called[0], b.load(acc), x), acc)
+            # (in window order, no reassociation: pooling windows are short, and JAX eager's
+            # XLA sums each window in order)
+            b.store(emit_reducer(b, instr.called[0], b.load(acc), x, reassoc=False), acc)
     return b.load(acc)
 
 
@@ -684,13 +692,14 @@ emit_rules.update({"reverse": _reverse_rule, "pad": _pad_rule, "concatenate": _c
 SIMPLE_REDUCERS = {"add", "multiply", "maximum", "minimum", "and", "or"}
 
 
-def emit_reducer(builder, computation, acc, value):
-    """Apply a reduce's ``to_apply`` computation to (accumulator, element)."""
+def emit_reducer(builder, computation, acc, value, reassoc=True):
+    """Apply a reduce's ``to_apply`` computation to (accumulator, element). ``reassoc=False``
+    keeps the order of the accumulation (a reduce-window's window, summed in order as XLA does)."""
     root, params = computation.root, computation.parameters
     dtype = T.check_dtype(root.shape.dtype, "reduce")
     if (root.opcode in SIMPLE_REDUCERS and len(params) == 2
             and [o for o in root.operands] == params):
-        return binary_op(builder, root.opcode, dtype, acc, value, fastmath=("reassoc",))
+        return binary_op(builder, root.opcode, dtype, acc, value, fastmath=("reassoc",) if reassoc else ())
     if len(params) != 2:
         raise UnsupportedError("the LLVM backend supports only single-operand reduce")
     em = ElementalEmitter(builder, values={params[0]: acc, params[1]: value})

@@ -1,0 +1,531 @@
+"""The JAX front end: import a jaxpr made by ``jax.make_jaxpr`` into minixla's jaxpr.
+
+A function written with ``jax.numpy``/``jax.lax``/``jax.nn`` -- with ``jax.grad``, ``jax.vmap``
+or ``jax.jit`` inside -- is traced by JAX itself; its jaxpr is then *interpreted* here, one
+**import rule** per JAX primitive (``import_rules``, keyed by the primitive's name, like the other
+stages' rules tables), each rule binding minixla primitives. Run under minixla's tracer this
+builds a minixla jaxpr, which minixla's own passes and backends compile; run under ``grad`` or
+``vmap`` it is transformed by minixla's transformations like any minixla code.
+
+- Types follow JAX's jaxpr exactly: every imported equation's output must have the shape and
+  dtype JAX gives its variable (else an ``ImportRuleError``: a bug of the rule), and takes JAX's
+  weak type. Literals keep their dtype and weak type; a closed jaxpr's consts become constvars.
+- Sub-jaxprs are inlined, recursively: ``jit`` (pjit), ``closed_call``, ``core_call``,
+  ``checkpoint`` (remat), and the primal computation of ``custom_jvp_call``/``custom_vjp_call``
+  (JAX has already applied the custom rule to anything it differentiated; minixla's own AD then
+  differentiates the primal, which it cannot do differently from JAX except at the points where
+  a custom rule chose a subgradient, e.g. ``jax.nn.relu`` at 0).
+- A primitive without a rule is an ``UnsupportedJaxPrimitiveError`` naming it, why it is missing
+  (``UNSUPPORTED`` gives the reason for the known ones: control flow, sort and random land with
+  minixla's own primitives for them) and the user's line, as JAX recorded it.
+
+Entry points: ``import_jaxpr(closed_jaxpr)``, ``trace_with_jax(flat_fun, in_avals)`` (what
+``minixla.jit(f, frontend="jax")`` uses) and ``call_with_jax(fun, args, kwargs)`` (the same
+inside an outer minixla trace). Mirrors no single JAX file: it plays the part of
+``jax/_src/interpreters/mlir.py`` (one lowering rule per primitive) with minixla's jaxpr as target.
+"""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import jax
+from jax import tree_util
+from jax._src import source_info_util
+from jax.extend import core as jcore
+
+from minixla import lax
+from minixla.core import errors
+from minixla.core.avals import ShapedArray, WeakScalar, canonicalize_dtype
+from minixla.core.jaxpr import SourceInfo
+from minixla.core.primitive import registry
+from minixla.core.tracing import Tracer, current_jaxpr_trace, trace_to_jaxpr
+
+
+class UnsupportedJaxPrimitiveError(errors.UnsupportedError):
+    """A JAX primitive that minixla's JAX front end cannot import (``NotImplementedError``)."""
+
+
+class ImportRuleError(errors.MinixlaError, AssertionError):
+    """An import rule produced a value whose shape or dtype differs from JAX's: a minixla bug."""
+
+
+#: JAX primitive name -> rule(*minixla values, **JAX params) -> value (list of values when the
+#: JAX primitive has multiple results). A rule may bind any number of minixla primitives.
+import_rules: dict = {}
+
+#: JAX primitives minixla knows it lacks, with why (the error message says it)
+UNSUPPORTED = {
+    **{p: "control flow: lands with minixla's cond/while/scan primitives (the control-flow work)"
+       for p in ("cond", "while", "scan", "custom_linear_solve")},
+    **{p: "sorting: lands with minixla's sort primitive" for p in ("sort", "top_k", "approx_top_k")},
+    **{p: "random numbers: lands with minixla.random (threefry2x32 as uint32 HLO); create keys and "
+          "draw random arrays outside the function, or pass them in"
+       for p in ("threefry2x32", "random_bits", "random_seed", "random_wrap", "random_unwrap",
+                 "random_split", "random_fold_in", "rng_bit_generator", "rng_uniform")},
+    **{p: "bit counting: lands with the bitwise/shift primitives" for p in ("population_count", "clz")},
+    "cumlogsumexp": "no minixla primitive yet (cumsum/cumprod/cummax/cummin import)",
+    "reduce": "a user-defined reduction: minixla has the monoid reductions only (reduce_sum/max/...)",
+    "reduce_window": "a user-defined window reduction: minixla has reduce_window_sum/max/min",
+    "select_and_gather_add": "the JVP of max pooling: compute the gradient with minixla.grad instead",
+    "select_and_scatter_add": "the gradient of max pooling: compute it with minixla.grad instead",
+    **{p: "complex numbers: minixla has no complex dtypes" for p in ("complex", "conj", "real", "imag", "fft")},
+    **{p: "no minixla primitive yet (JAX eager's values come from XLA's own expansion of it, which "
+          "a minixla composition would not match bit for bit)"
+       for p in ("acos", "acosh", "asin", "asinh", "atan", "atanh", "cosh", "sinh", "erf_inv", "lgamma",
+                 "digamma", "igamma", "igammac", "igamma_grad_a", "polygamma", "zeta", "bessel_i0e",
+                 "bessel_i1e", "regularized_incomplete_beta", "nextafter", "reduce_precision")},
+    **{p: "tokens and effects: minixla programs are pure" for p in ("after_all", "create_token", "dce_sink")},
+    **{p: "shape polymorphism: minixla shapes are static" for p in ("eq_to", "le_to", "lt_to")},
+    "select_and_scatter": "the gradient of a window selection: compute it with minixla.grad instead",
+    **{p: "collective / SPMD primitive: minixla compiles for one device"
+       for p in ("psum", "pmax", "pmin", "ppermute", "all_gather", "all_to_all", "ragged_all_to_all",
+                 "axis_index")},
+}
+
+
+# ---------------------------------------------------------------------------------------
+# The interpreter.
+
+def _user_line(eqn, outer=None) -> str:
+    """``file:line (function)`` of the user's code that made ``eqn``, as JAX recorded it (or, for
+    an equation of a sub-jaxpr JAX traced once and cached, such as ``jnp.sort``'s, the line of
+    the call that holds it: ``outer``)."""
+    try:
+        line = source_info_util.summarize(eqn.source_info)
+    except Exception:  # (a jaxpr built by hand has no traceback)
+        line = ""
+    return line or (outer.line if outer is not None else "") or errors.user_source_line()
+
+
+class _Where:
+    """Where the equation being imported comes from (its sub-jaxpr's equations fall back on it),
+    worked out only when asked: JAX's tracebacks are slow to summarize."""
+
+    def __init__(self, eqn, outer):
+        self.eqn, self.outer = eqn, outer
+
+    @property
+    def line(self):
+        return _user_line(self.eqn, self.outer)
+
+    @property
+    def source_info(self):
+        return _source_info(self.eqn, self.outer)
+
+
+def _source_info(eqn, outer=None):
+    frame = None
+    if eqn.source_info is not None and eqn.source_info.traceback is not None:
+        frame = source_info_util.user_frame(eqn.source_info.traceback)
+    if frame is None:
+        return outer.source_info if outer is not None else None
+    return SourceInfo(frame.file_name, frame.start_line, frame.function_name)
+
+
+def _read_literal(lit):
+    """A JAX ``Literal`` as the minixla value that gives the same jaxpr atom: a weakly typed
+    scalar stays weak (``WeakScalar``), a strongly typed one is a NumPy scalar of its dtype,
+    anything larger an array (a constvar)."""
+    aval = lit.aval
+    dtype = canonicalize_dtype(aval.dtype)
+    value = np.asarray(lit.val, dtype)
+    if value.shape == ():
+        return WeakScalar(value[()]) if aval.weak_type else value[()]
+    return value
+
+
+def _check_aval(name, jvar, value, in_ids):
+    """Hold the imported value to JAX's type for ``jvar``; give it JAX's weak type."""
+    want = jvar.aval
+    if type(value) is not Tracer:
+        # a value computed eagerly (all its operands were constants): held to the same shape and
+        # dtype; a transformation's tracer (grad, vmap) has its own avals and is left alone
+        if isinstance(value, (np.ndarray, np.generic)) and (
+                np.shape(value) != tuple(want.shape) or value.dtype != canonicalize_dtype(want.dtype)):
+            raise ImportRuleError(f"import rule of jax primitive '{name}' gave {value.dtype}"
+                                  f"{list(np.shape(value))} where JAX's jaxpr has {want.str_short()} "
+                                  "(a bug in minixla's JAX front end)")
+        return
+    got = value.aval
+    if tuple(got.shape) != tuple(want.shape) or got.dtype != canonicalize_dtype(want.dtype):
+        raise ImportRuleError(f"import rule of jax primitive '{name}' gave {got.str_short()} where "
+                              f"JAX's jaxpr has {want.str_short()} (a bug in minixla's JAX front end)")
+    if got.weak_type != bool(want.weak_type) and value.jaxpr_var.id not in in_ids:
+        value.jaxpr_var.aval = got.update(weak_type=bool(want.weak_type))
+
+
+def eval_jax_jaxpr(jaxpr, consts, args, _outer=None):
+    """Interpret a JAX ``Jaxpr`` on minixla values (tracers under a trace): its outputs, a list.
+
+    ``consts`` are the values of ``jaxpr.constvars``, ``args`` of ``jaxpr.invars``. Raises
+    ``UnsupportedJaxPrimitiveError`` for a primitive without an import rule.
+    """
+    env = {}
+    stack = _where_stack()
+    stack.append(_outer)
+    try:
+        return _eval(jaxpr, consts, args, env, _outer, stack)
+    finally:
+        stack.pop()
+
+
+_local = threading.local()
+
+
+def _where_stack() -> list:
+    """The ``_Where`` of each jaxpr this thread is interpreting, innermost last (a call rule
+    reads the top to give its sub-jaxpr the call's line)."""
+    if not hasattr(_local, "stack"):
+        _local.stack = []
+    return _local.stack
+
+
+def _eval(jaxpr, consts, args, env, outer, stack):
+
+    def read(atom):
+        if isinstance(atom, jcore.Literal):
+            return _read_literal(atom)
+        return env[atom]
+
+    for v, x in zip(jaxpr.constvars, consts):
+        env[v] = np.asarray(x) if isinstance(x, jax.Array) else x
+    for v, x in zip(jaxpr.invars, args):
+        env[v] = x
+    for eqn in jaxpr.eqns:
+        name = eqn.primitive.name
+        rule = import_rules.get(name)
+        if rule is None:
+            why = UNSUPPORTED.get(name, "no import rule yet")
+            raise UnsupportedJaxPrimitiveError(
+                f"jax primitive '{name}' cannot be imported by minixla's JAX front end: {why}\n"
+                f"  at: {_user_line(eqn, outer)}")
+        invals = [read(a) for a in eqn.invars]
+        in_ids = {x.jaxpr_var.id for x in invals if type(x) is Tracer}
+        trace = current_jaxpr_trace()
+        n0 = len(trace.eqns) if trace is not None else 0
+        stack[-1] = _Where(eqn, outer)
+        try:
+            out = rule(*invals, **eqn.params)
+        except (UnsupportedJaxPrimitiveError, ImportRuleError):
+            raise
+        except errors.MinixlaError as e:
+            raise type(e)(f"importing jax primitive '{name}': {e.args[0]}\n  at: {_user_line(eqn, outer)}") from None
+        outs = out if eqn.primitive.multiple_results else [out]
+        if len(outs) != len(eqn.outvars):
+            raise ImportRuleError(f"import rule of jax primitive '{name}' gave {len(outs)} results, "
+                                  f"JAX's jaxpr has {len(eqn.outvars)}")
+        for jvar, value in zip(eqn.outvars, outs):
+            _check_aval(name, jvar, value, in_ids)
+            env[jvar] = value
+        if trace is not None and len(trace.eqns) > n0:
+            src = stack[-1].source_info  # the user's line, not JAX's internals
+            for e in trace.eqns[n0:]:
+                e.source_info = src or e.source_info
+    return [read(a) for a in jaxpr.outvars]
+
+
+def _jaxpr_in_avals(closed):
+    avals = []
+    for v in closed.jaxpr.invars:
+        a = v.aval
+        if not hasattr(a, "shape") or not hasattr(a, "dtype"):
+            raise UnsupportedJaxPrimitiveError(f"jaxpr input {v} has the abstract value {a}, which minixla "
+                                               "does not have (only arrays)")
+        try:
+            dtype = canonicalize_dtype(a.dtype)
+        except errors.MinixlaError as e:
+            raise UnsupportedJaxPrimitiveError(f"jaxpr input of type {a.str_short()}: {e.args[0]} "
+                                               "(typed PRNG keys: pass jax.random.key_data(key))") from None
+        avals.append(ShapedArray(a.shape, dtype, bool(getattr(a, "weak_type", False))))
+    return avals
+
+
+def import_jaxpr(closed_jaxpr):
+    """Import a JAX ``ClosedJaxpr`` (from ``jax.make_jaxpr``) as a minixla ``ClosedJaxpr``.
+
+    Args:
+      closed_jaxpr: ``jax.make_jaxpr(f)(*args)``: its inputs arrays of minixla's dtypes (f32, f16,
+        bf16, f64/int64 under ``jax_enable_x64``, int8-64, uint8-64, bool).
+    Returns:
+      A minixla ``ClosedJaxpr`` with the same inputs and outputs (shapes, dtypes, weak types), which
+      ``minixla.hlo.lower_jaxpr`` lowers; ``minixla.jit(f, frontend="jax")`` does all of it.
+    Raises:
+      UnsupportedJaxPrimitiveError (a ``NotImplementedError``): a primitive without an import rule,
+      naming it and the user's line. Any minixla error of a rule, prefixed with the JAX primitive.
+    """
+    closed = closed_jaxpr
+    in_avals = _jaxpr_in_avals(closed)
+    return trace_to_jaxpr(lambda *xs: eval_jax_jaxpr(closed.jaxpr, closed.consts, xs), in_avals)
+
+
+def _shape_dtype_structs(avals):
+    return [jax.ShapeDtypeStruct(a.shape, a.dtype, weak_type=a.weak_type) for a in avals]
+
+
+def trace_with_jax(flat_fun, in_avals):
+    """Trace the flat function ``flat_fun`` with ``jax.make_jaxpr`` on ``in_avals`` (minixla
+    avals) and import the result: ``minixla.jit(f, frontend="jax")``'s tracing step."""
+    closed = jax.make_jaxpr(flat_fun)(*_shape_dtype_structs(in_avals))
+    return import_jaxpr(closed)
+
+
+def call_with_jax(fun, args, kwargs):
+    """``fun(*args, **kwargs)`` for a JAX function called on minixla values (tracers of an outer
+    ``minixla.jit``/``grad``/``vmap``): JAX traces ``fun`` on their avals and the jaxpr is
+    interpreted on the values themselves, so the outer minixla trace records (or transforms) it."""
+    from minixla.core.avals import get_aval
+    flat, in_tree = tree_util.tree_flatten((args, kwargs))
+    out_tree = []
+
+    def flat_fun(*leaves):
+        a, k = tree_util.tree_unflatten(in_tree, leaves)
+        out, tree = tree_util.tree_flatten(fun(*a, **k))
+        out_tree.append(tree)
+        return out
+    closed = jax.make_jaxpr(flat_fun)(*_shape_dtype_structs([get_aval(x) for x in flat]))
+    outs = eval_jax_jaxpr(closed.jaxpr, closed.consts, flat)
+    return tree_util.tree_unflatten(out_tree[-1], outs)
+
+
+# ---------------------------------------------------------------------------------------
+# Import rules.
+
+def _norm(v):
+    """JAX's params as minixla's: tuples of Python ints (JAX keeps lists and NumPy ints)."""
+    if type(v) in (tuple, list):
+        return tuple(_norm(x) for x in v)
+    if isinstance(v, np.integer):
+        return int(v)
+    return v
+
+
+#: JAX params that say where a value lives, not what it is: minixla compiles for one device
+_PLACEMENT = ("sharding", "out_sharding")
+#: JAX params minixla accepts only at their default
+_DEFAULT_ONLY = {"accuracy": None, "out_dtype": None}
+
+
+def _plain_params(name, params):
+    out = {}
+    for k, v in params.items():
+        if k in _PLACEMENT:
+            continue
+        if k in _DEFAULT_ONLY:
+            if v is not _DEFAULT_ONLY[k]:
+                raise UnsupportedJaxPrimitiveError(f"jax primitive '{name}' with {k}={v!r}: minixla "
+                                                   f"supports only {k}={_DEFAULT_ONLY[k]!r}")
+            continue
+        out[k] = _norm(v)
+    return out
+
+
+def _same(name, mx_name=None):
+    """The minixla primitive of the same meaning (and params), bound as it is."""
+    prim = registry[mx_name or name]
+
+    def rule(*args, **params):
+        return prim.bind(*args, **_plain_params(name, params))
+    rule.__name__ = f"import_{name}"
+    return rule
+
+
+def _elementwise(name, mx_name=None):
+    """An n-ary elementwise primitive. JAX's jaxprs broadcast size-1 dims implicitly
+    (``add f32[5,8] f32[1,8]``, what ``jnp.add`` binds after a ``broadcast_in_dim`` to rank 2);
+    minixla's lax ops take equal shapes or rank-0 operands, so the import broadcasts the
+    size-1 dims explicitly first (the same values: a size-1 dim is read at index 0 throughout)."""
+    prim = registry[mx_name or name]
+
+    def rule(*args, **params):
+        shapes = [tuple(np.shape(a)) for a in args]
+        ranked = [s for s in shapes if s]
+        if ranked and any(s != ranked[0] for s in ranked):
+            out = tuple(max(ds) if 0 not in ds else 0 for ds in zip(*ranked))
+            args = [registry["broadcast_in_dim"].bind(a, shape=out, broadcast_dimensions=tuple(range(len(out))))
+                    if s and s != out else a for a, s in zip(args, shapes)]
+        return prim.bind(*args, **_plain_params(name, params))
+    rule.__name__ = f"import_{name}"
+    return rule
+
+
+_ELEMENTWISE = {
+    "add", "sub", "mul", "div", "rem", "max", "min", "pow", "atan2", "and", "or", "xor", "shift_left",
+    "shift_right_logical", "shift_right_arithmetic", "eq", "ne", "lt", "le", "gt", "ge", "select_n", "clamp"}
+_SAME_NAME = [
+    # elementwise
+    "neg", "abs", "sign", "floor", "ceil", "exp", "exp2", "expm1", "log", "log1p", "sqrt", "rsqrt",
+    "cbrt", "tanh", "logistic", "sin", "cos", "tan", "erf", "erfc", "is_finite", "not",
+    "add", "sub", "mul", "div", "rem", "max", "min", "pow", "atan2", "and", "or", "xor",
+    "shift_left", "shift_right_logical", "shift_right_arithmetic",
+    "eq", "ne", "lt", "le", "gt", "ge", "select_n", "clamp", "integer_pow", "convert_element_type",
+    "bitcast_convert_type",
+    # structural
+    "broadcast_in_dim", "reshape", "transpose", "squeeze", "rev", "pad", "concatenate", "slice",
+    "iota", "dynamic_slice", "dynamic_update_slice",
+    # reductions
+    "reduce_sum", "reduce_prod", "reduce_max", "reduce_min", "reduce_and", "reduce_or",
+    "argmax", "argmin", "cumsum", "cumprod", "cummax", "cummin",
+    # windows (pooling)
+    "reduce_window_sum", "reduce_window_max", "reduce_window_min",
+]
+for _name in _SAME_NAME:
+    import_rules[_name] = _elementwise(_name) if _name in _ELEMENTWISE else _same(_name)
+
+
+def _round(x, *, rounding_method):
+    return registry["round"].bind(x, rounding_method=int(rounding_method))
+
+
+def _square(x, **params):
+    return import_rules["mul"](x, x, **params)  # (XLA lowers square to multiply: the same bits)
+
+
+def _identity(x, **params):
+    # copy, sharding_constraint: the value is unchanged
+    return x
+
+
+def _split(x, *, sizes, axis):
+    outs, start = [], 0
+    shape = x.shape if hasattr(x, "shape") else np.shape(x)
+    for size in _norm(sizes):
+        lo = [0] * len(shape)
+        hi = list(shape)
+        lo[axis], hi[axis] = start, start + size
+        outs.append(registry["slice"].bind(x, start_indices=tuple(lo), limit_indices=tuple(hi), strides=None))
+        start += size
+    return outs
+
+
+def _shape(x):
+    return tuple(x.shape) if hasattr(x, "shape") else np.shape(x)
+
+
+def _stack(*xs, axis):
+    # jnp.stack: each operand gets a new dim of 1 at ``axis``, then one concatenate
+    axis = int(axis)
+    parts = []
+    for x in xs:
+        shape = _shape(x)
+        new = shape[:axis] + (1,) + shape[axis:]
+        parts.append(registry["reshape"].bind(x, new_sizes=new, dimensions=None))
+    return registry["concatenate"].bind(*parts, dimension=axis)
+
+
+def _unstack(x, *, axis):
+    axis = int(axis)
+    shape = _shape(x)
+    outs = []
+    for i in range(shape[axis]):
+        lo = tuple(i if d == axis else 0 for d in range(len(shape)))
+        hi = tuple(i + 1 if d == axis else n for d, n in enumerate(shape))
+        piece = registry["slice"].bind(x, start_indices=lo, limit_indices=hi, strides=None)
+        outs.append(registry["reshape"].bind(piece, new_sizes=shape[:axis] + shape[axis + 1:], dimensions=None))
+    return outs
+
+
+def _tile(x, *, reps):
+    # jnp.tile: x broadcast to (r0, n0, r1, n1, ...) (each dim's copies major to it), then
+    # merged to (r0*n0, r1*n1, ...)
+    reps = _norm(reps)
+    shape = _shape(x)
+    if len(reps) > len(shape):
+        shape = (1,) * (len(reps) - len(shape)) + shape
+        x = registry["reshape"].bind(x, new_sizes=shape, dimensions=None)
+    reps = (1,) * (len(shape) - len(reps)) + tuple(reps)
+    wide = tuple(d for r, n in zip(reps, shape) for d in (r, n))
+    x = registry["broadcast_in_dim"].bind(x, shape=wide, broadcast_dimensions=tuple(range(1, len(wide), 2)))
+    return registry["reshape"].bind(x, new_sizes=tuple(r * n for r, n in zip(reps, shape)), dimensions=None)
+
+
+def _dot_general(lhs, rhs, *, dimension_numbers, precision=None, preferred_element_type=None, **rest):
+    _plain_params("dot_general", rest)
+    pet = canonicalize_dtype(preferred_element_type) if preferred_element_type is not None else None
+    return registry["dot_general"].bind(lhs, rhs, dimension_numbers=_norm(dimension_numbers),
+                                        precision=precision, preferred_element_type=pet)
+
+
+def _conv(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation, dimension_numbers,
+          feature_group_count, batch_group_count, precision=None, preferred_element_type=None, **rest):
+    _plain_params("conv_general_dilated", rest)
+    dn = lax.ConvDimensionNumbers(*(_norm(s) for s in dimension_numbers))
+    pet = canonicalize_dtype(preferred_element_type) if preferred_element_type is not None else None
+    return registry["conv_general_dilated"].bind(
+        lhs, rhs, window_strides=_norm(window_strides), padding=_norm(padding),
+        lhs_dilation=_norm(lhs_dilation), rhs_dilation=_norm(rhs_dilation), dimension_numbers=dn,
+        feature_group_count=int(feature_group_count), batch_group_count=int(batch_group_count),
+        precision=precision, preferred_element_type=pet)
+
+
+def _with_batching_indices(indices, operand_batching_dims, indices_batching_dims):
+    """XLA's batching dims of gather/scatter as plain index columns: for each operand batching
+    dim, an iota along the matching indices dim is appended to the index vectors (the last dim),
+    so the batch dims become ordinary collapsed dims indexed by their own position."""
+    if not operand_batching_dims:
+        return indices
+    shape = tuple(indices.shape)
+    dtype = indices.dtype
+    cols = [indices]
+    for d in indices_batching_dims:
+        cols.append(registry["iota"].bind(dtype=canonicalize_dtype(dtype), shape=shape[:-1] + (1,),
+                                          dimension=int(d)))
+    return registry["concatenate"].bind(*cols, dimension=len(shape) - 1)
+
+
+def _gather(operand, indices, *, dimension_numbers, slice_sizes, indices_are_sorted=False,
+            unique_indices=False, mode=None, fill_value=None):
+    dn = dimension_numbers
+    obd = _norm(dn.operand_batching_dims)
+    indices = _with_batching_indices(indices, obd, _norm(dn.start_indices_batching_dims))
+    collapsed = tuple(sorted(_norm(dn.collapsed_slice_dims) + obd))
+    start_index_map = _norm(dn.start_index_map) + obd
+    gdn = lax.GatherDimensionNumbers(_norm(dn.offset_dims), collapsed, start_index_map)
+    return lax.gather(operand, indices, gdn, _norm(slice_sizes), mode=mode, fill_value=fill_value)
+
+
+def _scatter(mx_fn):
+    def rule(operand, indices, updates, *, dimension_numbers, indices_are_sorted=False,
+             unique_indices=False, mode=None, update_jaxpr=None, update_consts=()):
+        dn = dimension_numbers
+        obd = _norm(dn.operand_batching_dims)
+        indices = _with_batching_indices(indices, obd, _norm(dn.scatter_indices_batching_dims))
+        inserted = tuple(sorted(_norm(dn.inserted_window_dims) + obd))
+        sdn = lax.ScatterDimensionNumbers(_norm(dn.update_window_dims), inserted,
+                                          _norm(dn.scatter_dims_to_operand_dims) + obd)
+        return mx_fn(operand, indices, updates, sdn, mode=mode)
+    return rule
+
+
+def _inline(param, closed=True):
+    """A call primitive: its sub-jaxpr (``params[param]``) interpreted in place, recursively."""
+    def rule(*args, **params):
+        sub = params[param]
+        stack = _where_stack()
+        where = stack[-1] if stack else None
+        if closed:
+            return eval_jax_jaxpr(sub.jaxpr, sub.consts, args, where)
+        return eval_jax_jaxpr(sub, (), args, where)
+    return rule
+
+
+import_rules.update({
+    "round": _round, "square": _square, "add_any": _elementwise("add_any", "add"),
+    "stop_gradient": lambda x: lax.stop_gradient(x),
+    "copy": _identity, "copy_p": _identity, "optimization_barrier": lambda *xs: list(xs),
+    "sharding_constraint": _identity, "device_put": lambda *xs, **_: list(xs),
+    "split": _split, "dot_general": _dot_general, "conv_general_dilated": _conv, "gather": _gather,
+    "scatter": _scatter(lax.scatter), "scatter-add": _scatter(lax.scatter_add),
+    "scatter-mul": _scatter(lax.scatter_mul), "scatter-min": _scatter(lax.scatter_min),
+    "scatter-max": _scatter(lax.scatter_max),
+    # (x - u is x + (-u) exactly, in IEEE arithmetic and in wrapping integers)
+    "scatter-sub": _scatter(lambda x, i, u, dn, mode: lax.scatter_add(x, i, registry["neg"].bind(u), dn,
+                                                                      mode=mode)),
+    "stack": _stack, "unstack": _unstack, "tile": _tile,
+    # calls, inlined: jit (pjit), closed_call, core_call, checkpoint (remat), and the primal of
+    # custom_jvp_call / custom_vjp_call
+    "jit": _inline("jaxpr"), "pjit": _inline("jaxpr"), "closed_call": _inline("call_jaxpr"),
+    "core_call": _inline("call_jaxpr", closed=False), "remat2": _inline("jaxpr", closed=False),
+    "checkpoint": _inline("jaxpr", closed=False), "custom_jvp_call": _inline("call_jaxpr"),
+    "custom_vjp_call": _inline("call_jaxpr"), "custom_vjp_call_jaxpr": _inline("fun_jaxpr"),
+})
