@@ -7,11 +7,12 @@ Pipeline: Python fn --trace--> jaxpr --lower--> HLO --passes--> optimized HLO --
 from minixla.core.tracing import make_jaxpr
 from minixla.core.avals import ShapedArray
 from minixla.core import errors
+from minixla.config import config
 from minixla.jit import jit, Lowered, Compiled
 from minixla import lax, numpy
 from minixla.interpreters.api import (jvp, linearize, vjp, grad, value_and_grad, jacfwd, jacrev, hessian,
                                       vmap, eval_shape, linear_transpose)
 
-__all__ = ["make_jaxpr", "jit", "lax", "numpy", "errors", "ShapedArray", "Lowered", "Compiled",
+__all__ = ["make_jaxpr", "jit", "config", "lax", "numpy", "errors", "ShapedArray", "Lowered", "Compiled",
            "jvp", "linearize", "vjp", "grad", "value_and_grad", "jacfwd", "jacrev", "hessian", "vmap",
            "eval_shape", "linear_transpose"]

@@ -21,6 +21,8 @@ import time
 import numpy as np
 from jax import tree_util
 
+from minixla import cache as persistent_cache
+from minixla.config import config
 from minixla.core import errors
 from minixla.core.avals import get_aval
 from minixla.core.tracing import Tracer, _trace_stack, flatten_fun, trace_to_jaxpr
@@ -45,6 +47,7 @@ def _backend_compile(backend, module, assignment):
         from minixla.backends.llvm import compile_module
     elif backend == "jax":
         from minixla.backends.jax_xla import compile_module
+        persistent_cache.enable_jax_cache()  # (JAX's own persistent cache, same directory)
     else:
         raise ValueError(f"unknown backend {backend!r}; choose one of {BACKENDS}")
     return compile_module(module, assignment)
@@ -131,19 +134,33 @@ class Lowered:
         pipeline = optimization_pipeline(after_pass)
         pipeline.run(module)
         fusion = next(p for p in pipeline.passes if isinstance(p, FusionPass))
-        assignment = assign_buffers(module, donated=self.donated)
-        passes_ms = (time.perf_counter() - t0) * 1e3
+        # The persistent cache (minixla.cache) is keyed on the optimized module: a hit brings
+        # the executable's own (identical) module and buffer plan, and no buffer assignment,
+        # kernel emission or LLVM runs.
+        key, executable = persistent_cache.load(module, self.backend, self.donated)
+        if executable is not None:
+            module, assignment = executable.module, executable.assignment
+            passes_ms = (time.perf_counter() - t0) * 1e3
+        else:
+            assignment = assign_buffers(module, donated=self.donated)
+            passes_ms = (time.perf_counter() - t0) * 1e3
         if dumper.enabled:
             dumper.hlo("after_optimizations", module)
             dumper.write("pass_log", "\n".join(f"{e.name}\t{'changed' if e.changed else 'unchanged'}\t{e.ms:.3f} ms"
                                                for e in pipeline.log))
             dumper.write("fusion_log", "\n".join(str(d) for d in fusion.log))
             dumper.write("buffer_assignment", assignment.to_string())
-        executable = _backend_compile(self.backend, module, assignment)
+        cache_hit = executable is not None
+        if not cache_hit:
+            executable = _backend_compile(self.backend, module, assignment)
         dumper.backend(executable)
         compile_ms = (time.perf_counter() - t0) * 1e3
-        return Compiled(self, module, assignment, executable, pipeline.log, fusion.log,
-                        kernels_unfused, passes_ms, compile_ms)
+        if not cache_hit and key is not None:
+            persistent_cache.save(key, module, self.backend, executable, compile_ms + self.trace_ms)
+        compiled = Compiled(self, module, assignment, executable, pipeline.log, fusion.log,
+                            kernels_unfused, passes_ms, compile_ms)
+        compiled.persistent_cache_hit = cache_hit
+        return compiled
 
 
 def _verify(module, after: str):

@@ -454,8 +454,16 @@ def compile_module(module, assignment, num_threads: int | None = None) -> LlvmEx
     jit = kernel_cache.program(main, names, build)
     for symbol, text in new_kernels.items():
         kernel_cache.insert(symbol, text, jit)
+    exe = build_executable(module, assignment, kernels, jit, plan, steps, thunks, pool)
+    exe._compile_ms = (time.perf_counter() - t0) * 1e3
+    return exe
+
+
+def build_executable(module, assignment, kernels, jit, plan, steps, thunks, pool) -> LlvmExecutable:
+    """The executable of compiled code ``jit`` (a ``JitModule``, or object code loaded by the
+    persistent cache, ``serialization.py``) and its plan. Keeps what serialization needs."""
     exe = LlvmExecutable(module, assignment, kernels, jit, plan, steps, pool)
     par_type = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
     exe._thunks = [(k, par_type(jit.addresses[name])) for k, name in zip(plan.kernels, thunks)]
-    exe._compile_ms = (time.perf_counter() - t0) * 1e3
+    exe._plan, exe._named_steps, exe._thunk_names = plan, steps, thunks
     return exe
