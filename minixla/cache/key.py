@@ -79,9 +79,11 @@ def _host_target() -> dict:
 
 def code_options() -> dict:
     """The settings that change generated code (see the module docstring)."""
+    from minixla.backends.llvm.executable import ARRAY_DATA_OFFSET
     from minixla.backends.llvm.kernels import FLUSH_DENORMALS
     from minixla.backends.llvm.runtime import thread_pool
-    return {"threads": thread_pool().size, "flush_denormals": bool(FLUSH_DENORMALS)}
+    return {"threads": thread_pool().size, "flush_denormals": bool(FLUSH_DENORMALS),
+            "array_data_offset": ARRAY_DATA_OFFSET}
 
 
 def hlo_fingerprint(module) -> str:
