@@ -28,8 +28,6 @@ import time
 import jax
 import jax.numpy as jnp
 import numpy as np
-from sklearn.datasets import load_digits
-from sklearn.model_selection import train_test_split
 
 import minixla
 import minixla.numpy as mnp
@@ -62,6 +60,10 @@ def init_params(key):
 
 
 def load_data(seed=0):
+    # (imported here: scikit-learn takes ~1 s to import, which a cold-start measurement of
+    # inference alone should not pay; see benchmarks/cold_start.py)
+    from sklearn.datasets import load_digits
+    from sklearn.model_selection import train_test_split
     digits = load_digits()
     x = (digits.images / 16.0).astype(np.float32)[..., None]  # [N, 8, 8, 1], values in [0, 1]
     y = digits.target.astype(np.int32)

@@ -7,6 +7,7 @@ Pipeline: Python fn --trace--> jaxpr --lower--> HLO --passes--> optimized HLO --
 from minixla.core.tracing import make_jaxpr
 from minixla.core.avals import ShapedArray
 from minixla.core import errors
+from minixla.config import config
 from minixla.jit import jit, Lowered, Compiled
 from minixla import lax, numpy
 from minixla.interpreters.api import (jvp, linearize, vjp, grad, value_and_grad, jacfwd, jacrev, hessian,
@@ -15,7 +16,7 @@ from minixla.interpreters.custom_derivatives import custom_jvp, custom_vjp
 from minixla.interpreters.remat import checkpoint, remat, checkpoint_policies
 from minixla.frontends import import_jaxpr
 
-__all__ = ["make_jaxpr", "jit", "lax", "numpy", "errors", "ShapedArray", "Lowered", "Compiled",
+__all__ = ["make_jaxpr", "jit", "config", "lax", "numpy", "errors", "ShapedArray", "Lowered", "Compiled",
            "jvp", "linearize", "vjp", "grad", "value_and_grad", "jacfwd", "jacrev", "hessian", "vmap",
            "eval_shape", "linear_transpose", "custom_jvp", "custom_vjp", "checkpoint", "remat",
            "checkpoint_policies", "import_jaxpr"]

@@ -11,7 +11,9 @@ JAX keys its own cache; a new shape or dtype traces and compiles again.
 """
 from __future__ import annotations
 
+import collections
 import functools
+import itertools
 import inspect
 import gc
 import logging
@@ -22,10 +24,13 @@ import time
 import numpy as np
 from jax import tree_util
 
+from minixla import cache as persistent_cache
+from minixla.config import config
 from minixla.core import errors
 from minixla.core.avals import get_aval
 from minixla.core.tracing import Tracer, _trace_stack, flatten_fun, trace_to_jaxpr
 from minixla.dump import Dumper
+from minixla import jit_diagnostics as diagnostics
 from minixla.hlo.lowering import lower_jaxpr
 from minixla.hlo.verifier import HloVerifierError, verify
 from minixla.passes.algebraic_simplifier import AlgebraicSimplifier
@@ -50,6 +55,7 @@ def _backend_compile(backend, module, assignment):
         from minixla.backends.llvm import compile_module
     elif backend == "jax":
         from minixla.backends.jax_xla import compile_module
+        persistent_cache.enable_jax_cache()  # (JAX's own persistent cache, same directory)
     else:
         raise ValueError(f"unknown backend {backend!r}; choose one of {BACKENDS}")
     return compile_module(module, assignment)
@@ -108,7 +114,8 @@ class Lowered:
         self.hlo_module = module
         self.in_tree, self.out_tree, self.in_avals = in_tree, out_tree, in_avals
         self.backend = backend
-        self.trace_ms = 0.0
+        self.trace_ms = 0.0  # tracing to a jaxpr
+        self.lower_ms = 0.0  # jaxpr -> HLO
         self.donated: tuple = ()  # parameter numbers of donated arguments (``donate_argnums``)
 
     def as_text(self) -> str:
@@ -136,19 +143,34 @@ class Lowered:
         pipeline = optimization_pipeline(after_pass)
         pipeline.run(module)
         fusion = next(p for p in pipeline.passes if isinstance(p, FusionPass))
-        assignment = assign_buffers(module, donated=self.donated)
-        passes_ms = (time.perf_counter() - t0) * 1e3
+        # The persistent cache (minixla.cache) is keyed on the optimized module: a hit brings
+        # the executable's own (identical) module and buffer plan, and no buffer assignment,
+        # kernel emission or LLVM runs.
+        key, executable = persistent_cache.load(module, self.backend, self.donated)
+        if executable is not None:
+            module, assignment = executable.module, executable.assignment
+            passes_ms = (time.perf_counter() - t0) * 1e3
+        else:
+            assignment = assign_buffers(module, donated=self.donated)
+            passes_ms = (time.perf_counter() - t0) * 1e3
         if dumper.enabled:
             dumper.hlo("after_optimizations", module)
             dumper.write("pass_log", "\n".join(f"{e.name}\t{'changed' if e.changed else 'unchanged'}\t{e.ms:.3f} ms"
                                                for e in pipeline.log))
             dumper.write("fusion_log", "\n".join(str(d) for d in fusion.log))
             dumper.write("buffer_assignment", assignment.to_string())
-        executable = _backend_compile(self.backend, module, assignment)
+        cache_hit = executable is not None
+        if not cache_hit:
+            executable = _backend_compile(self.backend, module, assignment)
         dumper.backend(executable)
         compile_ms = (time.perf_counter() - t0) * 1e3
-        return Compiled(self, module, assignment, executable, pipeline.log, fusion.log,
-                        kernels_unfused, passes_ms, compile_ms)
+        if not cache_hit and key is not None:
+            persistent_cache.save(key, module, self.backend, executable,
+                                  compile_ms + self.trace_ms + self.lower_ms)
+        compiled = Compiled(self, module, assignment, executable, pipeline.log, fusion.log,
+                            kernels_unfused, passes_ms, compile_ms)
+        compiled.persistent_cache_hit = cache_hit
+        return compiled
 
 
 def _verify(module, after: str):
@@ -179,6 +201,11 @@ class Compiled:
         self.passes_ms = passes_ms
         self.compile_ms = compile_ms
         self.in_avals = lowered.in_avals
+        self.persistent_cache_hit = False
+        out_tree = lowered.out_tree
+        self._single_output = out_tree.num_leaves == 1 and out_tree.num_nodes == 1  # a bare array
+        # run on arrays of the compiled avals (None: arguments need _check_args, e.g. donation)
+        self._run_trusted = None if lowered.donated else getattr(executable, "call_trusted", None)
 
     def as_text(self) -> str:
         """HLO text after the optimization passes (fusions included)."""
@@ -239,6 +266,16 @@ class Compiled:
     def call_flat(self, flat):
         return self.executable(*self._check_args(flat))
 
+    def _call_matching(self, flat):
+        """``call_flat`` for leaves whose signature is known to match (``Jitted.__call__``
+        found this executable under their avals): only conversions are left to do."""
+        if self.lowered.donated:
+            return self.executable(*self._check_args(flat))
+        arrays = [x if type(x) is np.ndarray and x.flags.c_contiguous
+                  else np.asarray(x, dtype=aval.dtype, order="C") for x, aval in zip(flat, self.in_avals)]
+        run = getattr(self.executable, "call_trusted", None)
+        return run(arrays) if run is not None else self.executable(*arrays)
+
     def __call__(self, *args, **kwargs):
         flat, in_tree = tree_util.tree_flatten((args, kwargs))
         if in_tree != self.lowered.in_tree:
@@ -287,9 +324,16 @@ class Jitted:
                                       and params[i].name not in self.static_argnames)
         self.static_argnums += tuple(names.index(n) for n in self.static_argnames
                                      if n in names and names.index(n) not in self.static_argnums)
+        self._has_static = bool(self.static_argnums or self.static_argnames)
+        # Compiled signatures (bounded: minixla_jit_cache_size; the least recently used, by
+        # each Compiled's ``_last_use`` stamp, is evicted first).
         self._cache: dict = {}
         self._compiling: dict = {}  # key -> lock held while that signature compiles
         self._compiling_lock = threading.Lock()
+        # Descriptions of the signatures compiled so far (for the diagnostics; bounded).
+        self._history: collections.OrderedDict = collections.OrderedDict()
+        self._signatures_compiled = 0
+        self._warned_recompiles = False
         functools.update_wrapper(self, fun)
 
     def _split_static(self, args, kwargs):
@@ -301,11 +345,15 @@ class Jitted:
         static_pos = {i % n for i in self.static_argnums if -n <= i < n}
         static = tuple((i, args[i]) for i in sorted(static_pos))
         static_kw = tuple(sorted((k, v) for k, v in kwargs.items() if k in self.static_argnames))
-        try:
-            hash((static, static_kw))
-        except TypeError:
-            raise ValueError("Non-hashable static arguments are not supported: static_argnums/"
-                             f"static_argnames values must be hashable, got {static + static_kw}") from None
+        for where, value in static + static_kw:
+            try:
+                hash(value)
+            except TypeError as e:  # (JAX's message)
+                what = f"argument {where}" if isinstance(where, str) else f"positional argument {where}"
+                raise ValueError(
+                    "Non-hashable static arguments are not supported. An error occurred while trying "
+                    f"to hash an object of type {type(value)}, {value!r} (static {what}). The error "
+                    f"was:\n{type(e).__name__}: {e}\n  at: {errors.user_source_line()}") from None
         dyn_args = tuple(a for i, a in enumerate(args) if i not in static_pos)
         dyn_kwargs = {k: v for k, v in kwargs.items() if k not in self.static_argnames}
 
@@ -341,11 +389,13 @@ class Jitted:
         flat_fun, out_store = flatten_fun(fun, in_tree)
         t0 = time.perf_counter()
         closed = self._trace(flat_fun, in_avals)
+        t1 = time.perf_counter()
         name = f"jit_{getattr(self.fun, '__name__', 'fn')}".replace("<", "").replace(">", "")
         module = lower_jaxpr(closed, name=name)
         lowered = Lowered(closed, module, in_tree, out_store[-1], in_avals, self.backend)
         lowered.donated = _donated_leaves(dyn_args, self._dynamic_donations(args))
-        lowered.trace_ms = (time.perf_counter() - t0) * 1e3
+        lowered.trace_ms = (t1 - t0) * 1e3
+        lowered.lower_ms = (time.perf_counter() - t1) * 1e3
         return lowered
 
     def _trace(self, flat_fun, in_avals):
@@ -377,26 +427,62 @@ class Jitted:
             return closed
 
     def __call__(self, *args, **kwargs):
-        fun, dyn_args, dyn_kwargs, static_key = self._split_static(args, kwargs)
+        # The dispatch path (a cached call): flatten, key, look up, run. Every step here costs
+        # on each call of a small jitted function, so the signature doubles as the argument
+        # check (the executable found under it was compiled for exactly these avals).
+        if self._has_static:
+            fun, dyn_args, dyn_kwargs, static_key = self._split_static(args, kwargs)
+        else:
+            fun, dyn_args, dyn_kwargs, static_key = self.fun, args, kwargs, ()
         flat, in_tree = tree_util.tree_flatten((dyn_args, dyn_kwargs))
-        if _trace_stack or any(isinstance(x, Tracer) for x in flat):
-            # jit inside a traced or transformed function (make_jaxpr, jit, grad, vmap): one
-            # `jit` equation carrying its jaxpr, inlined when lowered (JAX's pjit equation); a JAX
-            # function is traced by JAX and its jaxpr interpreted on the outer trace's values
-            if self.frontend == "jax":
-                from minixla.frontends.jax_importer import call_with_jax
-                return call_with_jax(fun, dyn_args, dyn_kwargs)
-            from minixla.interpreters.jit_call import call_jitted
-            name = getattr(self.fun, "__name__", "fn")
-            return call_jitted(name, fun, dyn_args, dyn_kwargs)
+        if _trace_stack:
+            return self._call_nested(fun, dyn_args, dyn_kwargs)  # (see _signature)
         try:
-            key = (in_tree, tuple(_signature(x) for x in flat), static_key)
+            key = (in_tree, tuple([(x.shape, x.dtype) if type(x) is np.ndarray else _signature(x)
+                                   for x in flat]), static_key, _x64_enabled())
+        except _Inline:
+            return self._call_nested(fun, dyn_args, dyn_kwargs)
         except errors.MinixlaError as e:
             self._argument_error(args, kwargs, e)
         compiled = self._cache.get(key)
         if compiled is None:
             compiled = self._compile_once(key, args, kwargs)
-        return tree_util.tree_unflatten(compiled.lowered.out_tree, compiled.call_flat(flat))
+        # (the LRU order: a stamp, not OrderedDict.move_to_end, which hashes the key again --
+        # ~60 us for 100 leaves)
+        compiled._last_use = next(_use_clock)
+        if compiled._run_trusted is None:
+            outs = compiled._call_matching(flat)
+        else:  # (Compiled._call_matching, inlined)
+            outs = compiled._run_trusted([x if type(x) is np.ndarray and x.flags.c_contiguous
+                                          else np.asarray(x, dtype=aval.dtype, order="C")
+                                          for x, aval in zip(flat, compiled.in_avals)])
+        if compiled._single_output:
+            return outs[0]
+        return tree_util.tree_unflatten(compiled.lowered.out_tree, outs)
+
+    def _call_nested(self, fun, dyn_args, dyn_kwargs):
+        """jit inside a traced or transformed function (make_jaxpr, jit, grad, vmap): one `jit`
+        equation carrying its jaxpr, inlined when lowered (JAX's pjit equation); a JAX function is
+        traced by JAX and its jaxpr interpreted on the outer trace's values."""
+        if self.frontend == "jax":
+            from minixla.frontends.jax_importer import call_with_jax
+            return call_with_jax(fun, dyn_args, dyn_kwargs)
+        from minixla.interpreters.jit_call import call_jitted
+        return call_jitted(getattr(self.fun, "__name__", "fn"), fun, dyn_args, dyn_kwargs)
+
+    def clear_cache(self) -> None:
+        """Forget every compiled signature of this function (``jax.jit(f).clear_cache()``);
+        the next call traces and compiles again (the persistent cache may still serve it)."""
+        with self._compiling_lock:
+            self._cache.clear()
+            self._history.clear()
+            self._warned_recompiles = False
+
+    def _cache_size(self) -> int:
+        """How many compiled signatures the in-memory cache holds (``jax.jit(f)._cache_size()``)."""
+        return len(self._cache)
+
+    cache_size = _cache_size
 
     def _compile_once(self, key, args, kwargs) -> "Compiled":
         """Compile the signature ``key`` once however many threads call it first: the others
@@ -409,12 +495,45 @@ class Jitted:
             with lock:
                 compiled = self._cache.get(key)
                 if compiled is None:
-                    compiled = self._cache[key] = self.lower(*args, **kwargs).compile()
+                    compiled = self._compile_new(key, args, kwargs)
                 return compiled
         finally:
             with self._compiling_lock:
                 if key in self._cache:
                     self._compiling.pop(key, None)
+
+    def _compile_new(self, key, args, kwargs) -> "Compiled":
+        """Trace, lower and compile a signature not in the cache; enter it (evicting the least
+        recently used past ``minixla_jit_cache_size``) and report it as configured."""
+        log, explain = config.read("minixla_log_compiles"), config.read("minixla_explain_cache_misses")
+        threshold = config.read("minixla_recompile_warning_threshold")
+        desc = None
+        if log or explain or threshold > 0:
+            desc = diagnostics.describe_signature(self.fun, args, kwargs, self.static_argnums,
+                                                  self.static_argnames, key[-1])
+        if explain:
+            diagnostics.explain_miss(self.fun, errors.user_source_line(), desc, list(self._history.values()))
+        compiled = self.lower(*args, **kwargs).compile()
+        if log:
+            state = ("off" if persistent_cache.directory() is None else
+                     "hit" if compiled.persistent_cache_hit else "miss")
+            diagnostics.log_compile(self.fun, desc, compiled, state)
+        with self._compiling_lock:
+            self._cache[key] = compiled
+            compiled._last_use = next(_use_clock)
+            limit = config.read("minixla_jit_cache_size")
+            while 0 <= limit < len(self._cache):  # (O(size) per eviction: only on a compile)
+                oldest = min(self._cache, key=lambda k: self._cache[k]._last_use)
+                del self._cache[oldest]
+            if desc is not None:
+                self._history[key] = desc
+                while len(self._history) > _HISTORY:
+                    self._history.popitem(last=False)
+            distinct = len(self._history)
+        if 0 < threshold < distinct and not self._warned_recompiles:
+            self._warned_recompiles = True
+            diagnostics.warn_recompiles(self.fun, list(self._history.values()), threshold)
+        return compiled
 
     def _argument_error(self, args, kwargs, e):
         """Raise ``e`` (an argument that is not an array) naming the argument, as ``jax.jit``
@@ -485,13 +604,39 @@ class BoundJitted:
         return f"<bound jitted method {getattr(self.__func__, '__qualname__', '?')} of {self.__self__!r}>"
 
 
+#: signature descriptions kept per function for the diagnostics
+_HISTORY = 256
+#: stamps the last use of a compiled signature (``next`` of an itertools.count is atomic)
+_use_clock = itertools.count()
+
+
+class _Inline(Exception):
+    """A tracer among the arguments: the call is inlined into the trace it belongs to."""
+
+
 def _signature(x):
     """The cache-key part of one argument: its aval, or just (shape, dtype) for a numpy array
     (a cheap, equivalent key: numpy arrays are never weakly typed; a float64 array that JAX
-    would narrow to float32 merely gets its own cache entry)."""
+    would narrow to float32 merely gets its own cache entry). A tracer raises ``_Inline``: jit
+    inside a traced or transformed function (make_jaxpr, jit, grad, vmap) is inlined, so the
+    outer trace sees its primitives (and closed-over outer tracers stay legal)."""
     if type(x) is np.ndarray:
         return (x.shape, x.dtype)
+    if isinstance(x, Tracer):
+        raise _Inline
     return get_aval(x)
+
+
+try:  # (the flag's holder: reading it costs ~50 ns, ``jax.config.jax_enable_x64`` ~1 us)
+    from jax._src.config import enable_x64 as _x64_flag
+
+    def _x64_enabled() -> bool:
+        return _x64_flag.value
+except ImportError:  # pragma: no cover - another JAX layout
+    import jax as _jax
+
+    def _x64_enabled() -> bool:
+        return bool(_jax.config.jax_enable_x64)
 
 
 def _donated_leaves(args, donate_argnums) -> tuple:

@@ -54,6 +54,31 @@ _ARENA_ALIGN = 64
 PARALLEL_MIN_NS = 100_000
 
 
+def _find_data_offset():
+    """Where a numpy array object keeps its data pointer (``PyArrayObject.data``, right after
+    the object header: 16 bytes on CPython), checked on a few arrays; None if not found.
+
+    A call writes each argument's and output's *object address* (``id``, ~50 ns) into the
+    pointer table and the generated code loads the data pointer from the object, because
+    asking numpy for it (``a.ctypes.data``, ``__array_interface__``) costs ~1 us an array:
+    most of a cached call of a small program. The caller keeps the arrays alive during the
+    call. Without a verified offset the table holds data pointers as before."""
+    probes = [np.zeros(3, np.float32), np.ones((4, 6), np.int8)[1:, 2:], np.arange(5.0)[::2]]
+    for offset in (16, 24, 32):
+        try:
+            if all(ctypes.c_void_p.from_address(id(a) + offset).value == a.ctypes.data for a in probes):
+                return offset
+        except (ValueError, OverflowError):  # pragma: no cover
+            break
+    return None  # pragma: no cover - an interpreter with another object layout
+
+
+#: offset of the data pointer in a numpy array object, or None (see ``_find_data_offset``);
+#: part of the generated code, so of the persistent cache's key
+ARRAY_DATA_OFFSET = _find_data_offset()
+_address_of = id if ARRAY_DATA_OFFSET is not None else (lambda a: a.ctypes.data)
+
+
 def _source(instr):
     """The instruction whose buffer ``instr`` uses (looks through reshapes/bitcasts)."""
     while instr.opcode in _ALIASES:
@@ -146,7 +171,12 @@ class _Plan:
         args = []
         for key in self.arg_keys[n]:
             slot = b.gep(table, [T.i64(self.slots[key])], inbounds=True, source_etype=T.PTR)
-            args.append(b.load(slot, typ=T.PTR))
+            ptr = b.load(slot, typ=T.PTR)
+            if key[0] in ("param", "output") and ARRAY_DATA_OFFSET is not None:
+                # the slot holds the numpy array object: its data pointer is a field of it
+                field = b.gep(ptr, [T.i64(ARRAY_DATA_OFFSET)], inbounds=True, source_etype=ir.IntType(8))
+                ptr = b.load(field, typ=T.PTR)
+            args.append(ptr)
         b.call(b.module.globals[k.symbol], args + [lo, hi])
 
 
@@ -198,7 +228,13 @@ class LlvmExecutable:
                 if key[0] == "temp":
                     self._temp_slots.append((slot, key[1]))
                 self._table[slot] = self._fixed_address(key, plan)
-        self._free_contexts = [(self._table, self._arena)]
+        self._free_contexts = [(self._table, self._arena, self._table_addr)]
+        # (slot numbers as index arrays: a call writes all parameter / output slots at once)
+        self._param_slot_index = np.array([slot for slot, _ in self._param_slots], np.intp)
+        self._param_order = [k for _, k in self._param_slots]
+        self._out_slot_index = np.array([slot for slot, _ in self._out_slots], np.intp)
+        self._out_order = [j for _, j in self._out_slots]
+        self._out_list = sorted(self._out_specs.items())
         self._context_lock = threading.Lock()
         seq_type = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
         par_type = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
@@ -269,29 +305,31 @@ class LlvmExecutable:
         table = self._table.copy()
         for slot, offset in self._temp_slots:
             table[slot] = arena.ctypes.data + offset
-        return table, arena
+        return table, arena, table.ctypes.data
 
     def __call__(self, *arrays):
-        params = self._check_params(arrays)
-        with self._context_lock:
-            context = self._free_contexts.pop() if self._free_contexts else None
-        if context is None:
+        return self.call_trusted(self._check_params(arrays))
+
+    def call_trusted(self, params):
+        """Run on ``params``: C-contiguous numpy arrays of exactly the parameters' dtypes and
+        shapes (``jit`` checked them through its cache key; ``__call__`` checks them)."""
+        # (list.pop/append are atomic: no lock needed on this path)
+        try:
+            context = self._free_contexts.pop()
+        except IndexError:  # another thread's call holds it: a context of our own
             context = self._new_context()
         try:
             return self._run(params, *context)
         finally:
-            with self._context_lock:
-                self._free_contexts.append(context)
+            self._free_contexts.append(context)
 
-    def _run(self, params, table, arena):
-        for slot, k in self._param_slots:
-            table[slot] = params[k].ctypes.data
-        outs = {}
-        for j, (dims, dtype) in self._out_specs.items():
-            outs[j] = np.empty(dims, dtype)
-        for slot, j in self._out_slots:
-            table[slot] = outs[j].ctypes.data
-        addr = table.ctypes.data
+    def _run(self, params, table, arena, addr):
+        # (``params`` and ``outs`` keep the arrays alive while the code reads the table)
+        if self._param_order:
+            table[self._param_slot_index] = [_address_of(params[k]) for k in self._param_order]
+        outs = {j: np.empty(dims, dtype) for j, (dims, dtype) in self._out_list}
+        if self._out_order:
+            table[self._out_slot_index] = [_address_of(outs[j]) for j in self._out_order]
         for fn, units in self._steps:
             if units:
                 self._pool.parallel_for(fn, addr, units)
@@ -312,14 +350,14 @@ class LlvmExecutable:
         each: ``[{"name", "kind", "strategy", "units", "parallel", "ms"}]``, the median of
         ``repeat`` runs (XLA's HLO profile, per kernel)."""
         times = {k.name: [] for k, _ in self._thunks}
-        table, _arena = self._new_context()  # private: safe next to concurrent calls
+        table, _arena, _ = self._new_context()  # private: safe next to concurrent calls
         for _ in range(repeat + 1):
             params = self._check_params(arrays)
             for slot, k in self._param_slots:
-                table[slot] = params[k].ctypes.data
+                table[slot] = _address_of(params[k])
             outs = {j: np.empty(dims, dtype) for j, (dims, dtype) in self._out_specs.items()}
             for slot, j in self._out_slots:
-                table[slot] = outs[j].ctypes.data
+                table[slot] = _address_of(outs[j])
             for k, fn in self._thunks:
                 t0 = time.perf_counter()
                 if k.name in self._parallel:
@@ -454,8 +492,16 @@ def compile_module(module, assignment, num_threads: int | None = None) -> LlvmEx
     jit = kernel_cache.program(main, names, build)
     for symbol, text in new_kernels.items():
         kernel_cache.insert(symbol, text, jit)
+    exe = build_executable(module, assignment, kernels, jit, plan, steps, thunks, pool)
+    exe._compile_ms = (time.perf_counter() - t0) * 1e3
+    return exe
+
+
+def build_executable(module, assignment, kernels, jit, plan, steps, thunks, pool) -> LlvmExecutable:
+    """The executable of compiled code ``jit`` (a ``JitModule``, or object code loaded by the
+    persistent cache, ``serialization.py``) and its plan. Keeps what serialization needs."""
     exe = LlvmExecutable(module, assignment, kernels, jit, plan, steps, pool)
     par_type = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
     exe._thunks = [(k, par_type(jit.addresses[name])) for k, name in zip(plan.kernels, thunks)]
-    exe._compile_ms = (time.perf_counter() - t0) * 1e3
+    exe._plan, exe._named_steps, exe._thunk_names = plan, steps, thunks
     return exe

@@ -127,6 +127,40 @@ def optimized_assembly(llvm_ir: str) -> str:
     return host_target_machine().emit_assembly(mod)
 
 
+#: LLVM work done by this process: ``jit_modules`` counts the modules compiled to machine code
+#: (programs and library routines); a program loaded from the persistent cache adds nothing.
+compile_stats = {"jit_modules": 0, "loaded_modules": 0}
+
+
+class LoadedObjects:
+    """Machine code loaded from object files (the persistent compilation cache): one MCJIT
+    engine holding them, with ``addresses`` of ``function_names``, like a ``JitModule`` but
+    without running LLVM's optimizer or code generator. Calls between the objects and to
+    symbols registered with ``llvm.add_symbol`` are resolved by the engine's linker."""
+
+    llvm_ir = optimized_llvm_ir = asm = "; (loaded from the persistent compilation cache: no IR)"
+    cached_kernels: dict = {}
+    compile_ms = 0.0
+    worker_modules = 0
+
+    def __init__(self, object_code, function_names):
+        _initialize()
+        compile_stats["loaded_modules"] += 1
+        self.object_code = list(object_code)
+        with interrupts_deferred():
+            self._engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), create_host_target_machine())
+            for code in self.object_code:
+                self._engine.add_object_file(llvm.ObjectFileRef.from_data(code))
+            self._engine.finalize_object()
+            self.addresses = {name: self._engine.get_function_address(name) for name in function_names}
+        missing = [name for name, address in self.addresses.items() if not address]
+        if missing:
+            raise RuntimeError(f"loaded object code defines no function {missing[:3]}")
+
+    def function_ir(self, name: str) -> str:
+        return self.llvm_ir
+
+
 class JitModule:
     """An optimized, compiled LLVM module whose functions can be called through ctypes.
 
@@ -164,9 +198,13 @@ class JitModule:
             # here also matters for memory: every run of llvmlite's pass pipeline leaks ~80 KiB
             # in LLVM (llvmlite 0.50 allocates the pass builder's instrumentation callbacks
             # and never frees them), so with a compile worker the parent never runs it.
+            compile_stats["jit_modules"] += 1
             mod = self._optimized_module(llvm_ir, link) if link else parse(llvm_ir)
             self._engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), create_host_target_machine())
-            self._engine.add_object_file(llvm.ObjectFileRef.from_data(host_target_machine().emit_object(mod)))
+            main_code = host_target_machine().emit_object(mod)
+            self._engine.add_object_file(llvm.ObjectFileRef.from_data(main_code))
+        # Every object file loaded, kept for the persistent compilation cache (minixla.cache).
+        self.object_code = [main_code]
         self.worker_modules = 0
         for text, future in objects:
             try:
@@ -178,6 +216,7 @@ class JitModule:
                     code = host_target_machine().emit_object(self._optimized_module(first, rest))
             with interrupts_deferred():
                 self._engine.add_object_file(llvm.ObjectFileRef.from_data(code))
+            self.object_code.append(code)
         with interrupts_deferred():
             self._engine.finalize_object()
             self.addresses = {name: self._engine.get_function_address(name) for name in function_names}

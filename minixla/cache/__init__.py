@@ -1,0 +1,128 @@
+"""The persistent compilation cache (JAX's ``jax/_src/compilation_cache.py``).
+
+Turn it on with ``minixla.config.update("minixla_compilation_cache_dir", path)`` or
+``MINIXLA_COMPILATION_CACHE_DIR=path``. Every compile then runs trace, lowering and the HLO
+passes as usual, computes the key of the optimized program (``key.py``) and looks it up on
+disk (``store.py``): a hit loads the stored executable -- machine code and plan -- without
+buffer assignment, kernel emission or LLVM (``backends/llvm/serialization.py``); a miss
+compiles and, when the compile took at least ``minixla_persistent_cache_min_compile_time_secs``,
+writes the entry. The directory keeps at most ``minixla_compilation_cache_max_size`` bytes of
+entries (least recently used evicted first).
+
+Nothing here raises into the user's call: an entry that cannot be read or written (corrupted,
+truncated, another version or CPU, an unwritable directory, a full disk) is a
+``CompilationCacheWarning`` and a normal compile.
+
+The ``jax`` backend hands programs to XLA: with a cache directory set, it turns on JAX's own
+persistent cache (``jax_compilation_cache_dir``) in the same directory (JAX's files have
+their own names; this cache neither lists nor evicts them).
+
+``python -m minixla.cache [--dir DIR] list|stats|clear`` inspects a directory. ``stats`` in
+this module counts this process's hits, misses and writes.
+"""
+from __future__ import annotations
+
+import time
+
+from minixla.cache import store
+from minixla.cache.key import FORMAT_VERSION, cache_key, host_target, key_document, versions
+from minixla.cache.store import CompilationCacheWarning
+from minixla.config import config
+
+__all__ = ["cache_key", "key_document", "CompilationCacheWarning", "directory", "load", "save",
+           "stats", "reset_stats", "enable_jax_cache", "SERIALIZABLE_BACKENDS"]
+
+#: backends whose executables this cache stores (the jax backend uses JAX's own cache)
+SERIALIZABLE_BACKENDS = ("llvm",)
+
+stats = {"hits": 0, "misses": 0, "writes": 0, "skipped_fast": 0, "load_failures": 0, "ms_saved": 0.0}
+
+
+def reset_stats() -> None:
+    for k in stats:
+        stats[k] = 0.0 if k == "ms_saved" else 0
+
+
+def directory() -> str | None:
+    """The cache directory in effect, or None (cache off)."""
+    return config.read("minixla_compilation_cache_dir")
+
+
+def _expect() -> dict:
+    return {"format": FORMAT_VERSION, "versions": versions(), "target": host_target()}
+
+
+def load(module, backend: str, donated=()):
+    """``(key, executable)`` for the optimized ``module``: the executable loaded from the cache,
+    or None on a miss (then ``key`` is what ``save`` needs). ``(None, None)`` when the cache is
+    off or the backend's executables are not stored here."""
+    d = directory()
+    if d is None or backend not in SERIALIZABLE_BACKENDS:
+        return None, None
+    try:
+        key = cache_key(module, backend, donated)
+    except Exception as e:  # (never fail a compile over the cache)
+        store.warn(f"cannot compute the key: {type(e).__name__}: {e}; compiling")
+        return None, None
+    found = store.read(d, key, _expect())
+    if found is None:
+        stats["misses"] += 1
+        return key, None
+    header, payload = found
+    try:
+        from minixla.backends.llvm.serialization import deserialize
+        exe = deserialize(payload)
+    except Exception as e:
+        stats["load_failures"] += 1
+        store.warn(f"cannot load entry {store.entry_path(d, key)}: {type(e).__name__}: {e}; "
+                   "compiling (it will be rewritten)")
+        return key, None
+    stats["hits"] += 1
+    stats["ms_saved"] += float(header.get("compile_ms", 0.0))
+    return key, exe
+
+
+def save(key, module, backend: str, executable, compile_ms: float) -> bool:
+    """Write ``executable`` under ``key`` if the compile (``compile_ms``) took long enough.
+    Returns whether an entry was written; never raises."""
+    d = directory()
+    if d is None or key is None or backend not in SERIALIZABLE_BACKENDS:
+        return False
+    if compile_ms < 1e3 * config.read("minixla_persistent_cache_min_compile_time_secs"):
+        stats["skipped_fast"] += 1
+        return False
+    try:
+        from minixla.backends.llvm.serialization import serialize
+        payload = serialize(executable)
+    except Exception as e:
+        store.warn(f"cannot serialize {module.name}: {type(e).__name__}: {e}; not cached")
+        return False
+    header = dict(_expect(), name=module.name, backend=backend, compile_ms=round(compile_ms, 3),
+                  created=time.time())
+    ok = store.write(d, key, header, payload, config.read("minixla_compilation_cache_max_size"))
+    stats["writes"] += ok
+    return ok
+
+
+_jax_cache_dir = None
+
+
+def enable_jax_cache() -> None:
+    """Point JAX's persistent cache at this cache's directory (the ``jax`` backend calls this
+    before each compile; a no-op when the cache is off or already pointed there)."""
+    global _jax_cache_dir
+    d = directory()
+    if d is None or d == _jax_cache_dir:
+        return
+    try:
+        import jax
+        jax.config.update("jax_compilation_cache_dir", d)
+        jax.config.update("jax_persistent_cache_min_compile_time_secs",
+                          float(config.read("minixla_persistent_cache_min_compile_time_secs")))
+        jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+        if _jax_cache_dir is not None:  # (JAX initializes its cache once: re-point it)
+            from jax._src import compilation_cache as jcc
+            jcc.reset_cache()
+        _jax_cache_dir = d
+    except Exception as e:
+        store.warn(f"cannot enable JAX's persistent cache in {d}: {e}")

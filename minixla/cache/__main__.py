@@ -1,0 +1,60 @@
+"""``python -m minixla.cache [--dir DIR] {list,stats,clear}``: inspect the persistent cache.
+
+``--dir`` defaults to ``MINIXLA_COMPILATION_CACHE_DIR``. ``list``: one line per entry (program
+name, size, compile ms it saves, last use); ``stats``: entries, bytes, the cap and the other
+files; ``clear``: delete minixla's entries (other files are left alone).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+from minixla.cache import store
+from minixla.config import config
+
+
+def _rows(directory):
+    for path, size, used in store.entries(directory):
+        try:
+            h = store.read_header(path)
+            name, ms, backend = h.get("name", "?"), float(h.get("compile_ms", 0.0)), h.get("backend", "?")
+        except (OSError, ValueError):
+            name, ms, backend = "<unreadable>", 0.0, "?"
+        yield path, name, backend, size, ms, used
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m minixla.cache", description=__doc__.split("\n\n")[0])
+    p.add_argument("--dir", default=None, help="cache directory (default: MINIXLA_COMPILATION_CACHE_DIR)")
+    p.add_argument("command", nargs="?", default="list", choices=("list", "stats", "clear"))
+    args = p.parse_args(argv)
+    directory = args.dir or config.read("minixla_compilation_cache_dir")
+    if not directory:
+        print("no cache directory: pass --dir or set MINIXLA_COMPILATION_CACHE_DIR", file=sys.stderr)
+        return 2
+    if args.command == "clear":
+        print(f"removed {store.clear(directory)} entries from {directory}")
+        return 0
+    rows = list(_rows(directory))
+    if args.command == "list":
+        print(f"{'program':32s} {'backend':7s} {'KiB':>8s} {'saves ms':>9s}  last use")
+        for path, name, backend, size, ms, used in sorted(rows, key=lambda r: -r[5]):
+            stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(used))
+            print(f"{name[:32]:32s} {backend:7s} {size / 1024:8.1f} {ms:9.1f}  {stamp}  {os.path.basename(path)[:24]}")
+        return 0
+    total = sum(r[3] for r in rows)
+    try:
+        others = sum(1 for e in os.scandir(directory) if not store._ENTRY_RE.match(e.name))
+    except OSError:
+        others = 0
+    cap = config.read("minixla_compilation_cache_max_size")
+    print(f"directory: {directory}\nentries: {len(rows)}\nbytes: {total}\n"
+          f"cap: {'unbounded' if cap < 0 else cap}\ncompile ms saved per warm start: {sum(r[4] for r in rows):.1f}\n"
+          f"other files (not minixla's): {others}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,110 @@
+"""The persistent cache's key (JAX's ``cache_key.get``): what determines an executable's code.
+
+``cache_key(module, backend, donated)`` is the SHA-256 of a JSON document of
+
+* ``hlo``: the SHA-256 of the optimized HloModule's text (instruction names come from the
+  module's own counter, so they are the same in every process) and of every constant's bytes
+  (the text elides large constants as ``{...}``);
+* ``backend`` and the **donated** parameter numbers (they change the buffer assignment);
+* ``target``: the host's LLVM triple, CPU name and CPU features (``-march=native`` code);
+* ``versions``: minixla's version and a fingerprint of its source files (so an edited
+  compiler never loads code an older one generated), the cache format and payload versions,
+  llvmlite's and LLVM's, JAX's and Python's;
+* ``options``, every setting that changes generated code: the thread pool's size
+  (``minixla_num_threads``: which kernels are split over threads) and the denormal mode.
+
+Built from text and bytes only -- no ``id()``, no per-process ``hash()`` -- so two processes
+compute the same key for the same program.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import platform
+
+import numpy as np
+
+#: bumped whenever the entry file layout changes (``store.py``)
+FORMAT_VERSION = 1
+
+
+@functools.cache
+def source_fingerprint() -> str:
+    """SHA-256 over minixla's Python sources (relative paths and contents)."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    h = hashlib.sha256()
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
+        for name in sorted(f for f in filenames if f.endswith(".py")):
+            path = os.path.join(dirpath, name)
+            h.update(os.path.relpath(path, root).encode() + b"\0")
+            with open(path, "rb") as f:
+                h.update(f.read())
+    return h.hexdigest()
+
+
+@functools.cache
+def versions() -> dict:
+    import jax
+    import llvmlite
+    from llvmlite import binding as llvm
+
+    from minixla.backends.llvm.serialization import PAYLOAD_VERSION
+    try:
+        from importlib.metadata import version
+        minixla_version = version("minixla")
+    except Exception:  # (not installed: a source checkout)
+        minixla_version = "unknown"
+    return {"minixla": minixla_version, "minixla_source": source_fingerprint(),
+            "format": FORMAT_VERSION, "payload": PAYLOAD_VERSION, "llvmlite": llvmlite.__version__,
+            "llvm": ".".join(map(str, llvm.llvm_version_info)), "jax": jax.__version__,
+            "python": platform.python_version()}
+
+
+def host_target() -> dict:
+    """The code's target: ``{"triple", "cpu", "features"}`` of this host, as LLVM sees it."""
+    return _host_target()
+
+
+@functools.cache
+def _host_target() -> dict:
+    from llvmlite import binding as llvm
+    from minixla.backends.llvm.target import _initialize
+    _initialize()
+    return {"triple": llvm.get_process_triple(), "cpu": llvm.get_host_cpu_name(),
+            "features": llvm.get_host_cpu_features().flatten()}
+
+
+def code_options() -> dict:
+    """The settings that change generated code (see the module docstring)."""
+    from minixla.backends.llvm.executable import ARRAY_DATA_OFFSET
+    from minixla.backends.llvm.kernels import FLUSH_DENORMALS
+    from minixla.backends.llvm.runtime import thread_pool
+    return {"threads": thread_pool().size, "flush_denormals": bool(FLUSH_DENORMALS),
+            "array_data_offset": ARRAY_DATA_OFFSET}
+
+
+def hlo_fingerprint(module) -> str:
+    """SHA-256 of the module's text and of the bytes of all its constants."""
+    h = hashlib.sha256(module.to_string().encode())
+    for comp in module.computations:
+        for instr in comp.instructions:
+            if instr.opcode == "constant":
+                lit = np.ascontiguousarray(np.asarray(instr.literal, dtype=instr.shape.dtype))
+                h.update(f"{comp.name}/{instr.name}:{lit.dtype.str}{lit.shape}".encode())
+                h.update(lit.tobytes())
+    return h.hexdigest()
+
+
+def key_document(module, backend: str, donated=()) -> dict:
+    """Everything the key is made of, as a JSON-able dict (``cache_key`` hashes it)."""
+    return {"hlo": hlo_fingerprint(module), "backend": backend, "donated": sorted(int(d) for d in donated),
+            "target": host_target(), "versions": versions(), "options": code_options()}
+
+
+def cache_key(module, backend: str, donated=()) -> str:
+    """The entry's key: 64 hex digits (see the module docstring)."""
+    doc = key_document(module, backend, donated)
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()

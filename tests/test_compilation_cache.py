@@ -1,0 +1,263 @@
+"""The persistent compilation cache (``minixla.cache``): keys, warm processes, faults.
+
+Where a process boundary matters (a warm start, the key in two processes, concurrent
+writers) the test runs fresh Python processes; the fault cases run in-process on a small
+program (its re-compiles hit the in-process kernel cache, so they cost little LLVM).
+"""
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import warnings
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+
+import minixla
+import minixla.numpy as mnp
+from minixla import cache as pc
+from minixla.cache import store
+from minixla.backends.llvm.target import compile_stats
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _env(cache_dir, **extra):
+    env = dict(os.environ, PYTHONPATH=str(ROOT), MINIXLA_COMPILATION_CACHE_DIR=str(cache_dir),
+               MINIXLA_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0", MINIXLA_COMPILE_WORKERS="0")
+    env.update(extra)
+    return env
+
+
+def _run(code, cache_dir, **extra):
+    r = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+                       env=_env(cache_dir, **extra), cwd=ROOT, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def _f(x, w):
+    return mnp.tanh(x @ w) * 2.0 + mnp.sum(x)
+
+
+def _args():
+    rng = np.random.default_rng(0)
+    return rng.standard_normal((4, 8)).astype(np.float32), rng.standard_normal((8, 16)).astype(np.float32)
+
+
+def _expected():
+    x, w = _args()
+    with jax.disable_jit():
+        return np.asarray(jax.numpy.tanh(x @ w) * 2.0 + jax.numpy.sum(x))
+
+
+@pytest.fixture
+def cache_dir(tmp_path):
+    with minixla.config.override(minixla_compilation_cache_dir=str(tmp_path / "cache"),
+                                 minixla_persistent_cache_min_compile_time_secs=0.0):
+        yield tmp_path / "cache"
+
+
+def _compile():
+    """A fresh jit (its in-memory cache empty), so the persistent cache is consulted."""
+    c = minixla.jit(_f).lower(*_args()).compile()
+    np.testing.assert_allclose(c(*_args()), _expected(), rtol=2e-6, atol=2e-6)
+    return c
+
+
+def _entry(cache_dir):
+    (path,) = [p for p in cache_dir.iterdir() if p.name.endswith(".mxc")]
+    return path
+
+
+# -- the warm process ---------------------------------------------------------------------------
+
+_CNN = """
+    import json, sys
+    sys.path.insert(0, "examples")
+    import numpy as np
+    import digits_cnn as D
+    import minixla, minixla.numpy as mnp
+    from minixla.backends.llvm.target import compile_stats
+    from minixla.cache import cache_key
+    if {other}:  # another program traced first: counters and ids differ between the processes
+        minixla.make_jaxpr(lambda a: mnp.exp(a) * 3.0)(np.ones(5, np.float32))
+    rng = np.random.default_rng(0)
+    shapes = dict(w1=(3, 3, 1, 16), b1=(16,), w2=(3, 3, 16, 32), b2=(32,), w3=(2048, 10), b3=(10,))
+    params = {{k: (rng.standard_normal(s) * 0.3).astype(np.float32) for k, s in shapes.items()}}
+    x = rng.random((16, 8, 8, 1), dtype=np.float32)
+    infer = minixla.jit(lambda p, x: D.cnn(p, x, np=mnp, lax=minixla.lax)[1])
+    c = infer.lower(params, x).compile()
+    probs = c(params, x)
+    print(json.dumps({{"hit": c.persistent_cache_hit, "llvm": compile_stats["jit_modules"],
+                      "key": cache_key(c.hlo_module, "llvm", ()), "probs": probs.tolist()}}))
+"""
+
+
+def test_digits_cnn_warm_process_runs_no_llvm(tmp_path):
+    """A fresh process with a warm cache reaches the CNN's first result without LLVM; the key
+    is the same in both processes though the second traced another program first."""
+    cold = _run(_CNN.format(other=False), tmp_path)
+    warm = _run(_CNN.format(other=True), tmp_path)
+    assert not cold["hit"] and cold["llvm"] > 0
+    assert warm["key"] == cold["key"]
+    assert warm["hit"] and warm["llvm"] == 0  # no LLVM module compiled in the warm process
+    assert warm["probs"] == cold["probs"]  # the same machine code: bit-identical
+
+
+def test_key_depends_on_constants_backend_and_donation():
+    from minixla.jit import optimization_pipeline
+
+    def optimized(c):
+        m = minixla.jit(lambda x: x * c).lower(np.ones(100, np.float32)).hlo_module.clone()
+        optimization_pipeline().run(m)
+        return m
+    a, b = optimized(np.arange(100, dtype=np.float32)), optimized(np.arange(100, dtype=np.float32)[::-1].copy())
+    assert a.to_string() == b.to_string()  # (the text elides large constants) ...
+    assert pc.cache_key(a, "llvm") != pc.cache_key(b, "llvm")  # ... the key does not
+    assert pc.cache_key(a, "llvm") != pc.cache_key(a, "jax")
+    assert pc.cache_key(a, "llvm") != pc.cache_key(a, "llvm", (0,))
+    assert pc.cache_key(a, "llvm") == pc.cache_key(optimized(np.arange(100, dtype=np.float32)), "llvm")
+
+
+def test_four_concurrent_processes_one_good_entry(tmp_path):
+    code = """
+        import json, numpy as np, minixla, minixla.numpy as mnp
+        x = np.linspace(-2, 2, 64, dtype=np.float32).reshape(8, 8)
+        print(json.dumps(minixla.jit(lambda x: mnp.tanh(x @ x.T) - x)(x).tolist()))
+    """
+    env = _env(tmp_path)
+    procs = [subprocess.Popen([sys.executable, "-c", textwrap.dedent(code)], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT) for _ in range(4)]
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert all(p.returncode == 0 for p in procs), [e[-2000:] for _, e in outs]
+    x = np.linspace(-2, 2, 64, dtype=np.float32).reshape(8, 8)
+    expected = np.tanh(x @ x.T) - x
+    for out, _ in outs:
+        np.testing.assert_allclose(np.array(json.loads(out.strip().splitlines()[-1])), expected, rtol=1e-5, atol=1e-5)
+    files = sorted(p.name for p in tmp_path.iterdir())
+    assert len(files) == 1 and files[0].endswith(".mxc"), files  # no temporary file left behind
+    header, _ = store.decode((tmp_path / files[0]).read_bytes())  # checksum verified
+    assert header["name"] == "jit_lambda"
+
+
+# -- faults: never an exception, never a wrong result -------------------------------------------
+
+def _rewrite_header(path, **changes):
+    header, payload = store.decode(path.read_bytes())
+    header.update(changes)
+    path.write_bytes(store.encode(header, payload))
+
+
+@pytest.mark.parametrize("damage", ["flip", "truncate", "garbage", "version", "cpu"])
+def test_bad_entry_warns_compiles_and_is_rewritten(cache_dir, damage):
+    _compile()
+    path = _entry(cache_dir)
+    good = path.read_bytes()
+    if damage == "flip":
+        data = bytearray(good)
+        data[len(data) // 2] ^= 0xFF
+        path.write_bytes(bytes(data))
+    elif damage == "truncate":
+        path.write_bytes(good[:len(good) // 3])
+    elif damage == "garbage":
+        path.write_bytes(b"\x00not an entry" * 10)
+    elif damage == "version":  # a valid entry written by another minixla under this key
+        header = store.decode(good)[0]
+        _rewrite_header(path, versions=dict(header["versions"], minixla="0.0.0-other"))
+    else:  # written for another CPU
+        header = store.decode(good)[0]
+        _rewrite_header(path, target=dict(header["target"], cpu="other-cpu", features="+sse2"))
+    with pytest.warns(store.CompilationCacheWarning, match="ignoring entry"):
+        c = _compile()
+    assert not c.persistent_cache_hit
+    store.decode(path.read_bytes())  # rewritten whole
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert _compile().persistent_cache_hit
+
+
+def test_hit_in_process_runs_no_llvm(cache_dir):
+    _compile()
+    before = compile_stats["jit_modules"]
+    c = _compile()
+    assert c.persistent_cache_hit and compile_stats["jit_modules"] == before
+
+
+def test_entry_replaced_by_a_directory(cache_dir):
+    _compile()
+    path = _entry(cache_dir)
+    path.unlink()
+    (path / "inside").mkdir(parents=True)
+    with pytest.warns(store.CompilationCacheWarning):
+        c = _compile()
+    assert not c.persistent_cache_hit
+
+
+def test_unwritable_directory_and_failing_write(tmp_path, monkeypatch):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("not a directory")
+    with minixla.config.override(minixla_compilation_cache_dir=str(blocker / "cache"),
+                                 minixla_persistent_cache_min_compile_time_secs=0.0):
+        with pytest.warns(store.CompilationCacheWarning, match="cannot write"):
+            _compile()
+    with minixla.config.override(minixla_compilation_cache_dir=str(tmp_path / "full"),
+                                 minixla_persistent_cache_min_compile_time_secs=0.0):
+        def disk_full(f, data):
+            raise OSError(28, "No space left on device")
+        monkeypatch.setattr(store, "_write_all", disk_full)
+        with pytest.warns(store.CompilationCacheWarning, match="No space left"):
+            _compile()
+        assert list((tmp_path / "full").iterdir()) == []  # the temporary file is removed
+
+
+def test_min_compile_time_writes_nothing(cache_dir):
+    with minixla.config.override(minixla_persistent_cache_min_compile_time_secs=1e6):
+        _compile()
+    assert not cache_dir.exists() or not list(cache_dir.iterdir())
+
+
+def test_lru_eviction_keeps_unknown_files(cache_dir):
+    cache_dir.mkdir()
+    (cache_dir / "jit_other-jax-entry-cache").write_bytes(b"x" * 5000)  # not ours: never touched
+    (cache_dir / "subdir").mkdir()
+    old = [cache_dir / f"minixla-{i:064x}.mxc" for i in range(3)]
+    for i, p in enumerate(old):
+        p.write_bytes(b"y" * 4000)
+        os.utime(p, (1000 + i, 1000 + i))
+    size = 4000 * 3
+    with minixla.config.override(minixla_compilation_cache_max_size=size):
+        _compile()
+    names = {p.name for p in cache_dir.iterdir()}
+    assert "jit_other-jax-entry-cache" in names and "subdir" in names
+    assert old[0].name not in names  # the least recently used went first
+    assert sum(p.stat().st_size for p in cache_dir.iterdir() if p.name.endswith(".mxc")) <= size
+    assert _compile().persistent_cache_hit  # the new entry was kept
+
+
+def test_cli_lists_stats_clears(cache_dir, capsys):
+    from minixla.cache.__main__ import main
+    _compile()
+    (cache_dir / "unrelated.txt").write_text("keep me")
+    assert main(["--dir", str(cache_dir), "list"]) == 0
+    assert "jit__f" in capsys.readouterr().out
+    assert main(["--dir", str(cache_dir), "stats"]) == 0
+    out = capsys.readouterr().out
+    assert "entries: 1" in out and "other files (not minixla's): 1" in out
+    assert main(["--dir", str(cache_dir), "clear"]) == 0
+    assert [p.name for p in cache_dir.iterdir()] == ["unrelated.txt"]
+
+
+def test_jax_backend_turns_on_jax_cache_in_the_same_directory(cache_dir):
+    from jax._src import compilation_cache as jcc
+    prev = jax.config.jax_compilation_cache_dir
+    try:
+        np.testing.assert_allclose(minixla.jit(_f, backend="jax")(*_args()), _expected(), rtol=2e-6, atol=2e-6)
+        assert jax.config.jax_compilation_cache_dir == str(cache_dir)
+    finally:  # (the rest of the suite runs without JAX's cache)
+        jax.config.update("jax_compilation_cache_dir", prev)
+        pc._jax_cache_dir = None
+        jcc.reset_cache()
