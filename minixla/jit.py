@@ -40,6 +40,7 @@ from minixla.passes.conv_canonicalization import ConvCanonicalization
 from minixla.passes.cse import CommonSubexpressionElimination
 from minixla.passes.dce import DeadCodeElimination
 from minixla.passes.fusion import FusionPass, count_kernels, NOT_KERNELS
+from minixla.passes.memory_scheduler import MemoryScheduler
 from minixla.passes.transpose_folding import TransposeFolding
 from minixla.passes.pipeline import FixedPoint, PassPipeline
 
@@ -81,7 +82,7 @@ def optimization_pipeline(after_pass=None) -> PassPipeline:
             after_pass(name, module)
     return PassPipeline("optimize", [FixedPoint(simplify), TransposeFolding(), ConvCanonicalization(),
                                      DeadCodeElimination(),
-                                     FusionPass(), DeadCodeElimination()], after_top_level_pass)
+                                     FusionPass(), DeadCodeElimination(), MemoryScheduler()], after_top_level_pass)
 
 
 def _gc_paused(fn):

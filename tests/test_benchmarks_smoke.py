@@ -56,3 +56,22 @@ def test_sweep_grid():
     q, k, v = sweep[0].make_args(np.random.default_rng(0), 1.0)
     assert q.shape == (1, 4, 8, 64)
     assert sweep[0].work((q, k, v), None) == 2 * 2 * 1 * 4 * 8 * 8 * 64
+
+
+def test_training_benchmarks_run_tiny(tmp_path, capsys):
+    """The training-step workloads compile on both frameworks, agree with jax (every output of
+    the step: new parameters, loss, gradients) and report times, ratios and memory."""
+    from benchmarks import training
+
+    results = training.main(["--scale", "0.01", "--rounds", "1", "--min-sample-ms", "0", "--settle-ms", "0",
+                             "--compile-repeat", "1", "--out", str(tmp_path)])
+    assert [r["name"] for r in results] == [w.name for w in training.training_workloads()]
+    for r in results:
+        assert r["time_ms"]["minixla"] > 0 and r["time_ms"]["jax"] > 0
+        assert r["ratio_spread"][0] <= r["ratio_median"] <= r["ratio_spread"][1]
+        assert r["max_norm_diff_vs_jax"] < 1e-4, r["name"]
+        for fw in ("minixla", "jax"):
+            assert r["memory"][fw]["argument_size_in_bytes"] > 0
+    out = capsys.readouterr().out
+    assert "temp bytes minixla / XLA" in out and "memory_analysis()" in out
+    assert json.loads((tmp_path / "training.json").read_text())[0]["name"] == "mlp_train"

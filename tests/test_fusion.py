@@ -327,3 +327,20 @@ def test_kernels_api_lists_kinds_and_opcodes():
     assert [k["kind"] for k in ks] == ["kInput"]  # one row fusion (rule 8)
     assert "exponential" in ks[0]["opcodes"] and ks[0]["opcodes"].count("reduce") == 2
     assert ks[0]["opcodes"][-1] == "multiply"  # e * (1 / sum): XLA's division by a broadcast
+
+
+def test_relu_mask_through_a_reshape_fuses_into_the_dot(rng):
+    """The gradient of a flattening layer, ``reshape(g @ W.T) * mask``, is one kOutput
+    kernel: the tail reads the dot's element at the output's linear index (rule 6)."""
+    def f(g, w, h, np=mnp):
+        d = np.reshape(g @ w.T, h.shape)
+        return d * (h > 0).astype(np.float32)
+    g, w, h = (rng.standard_normal(s).astype(f32) for s in [(5, 7), (4 * 6 * 3, 7), (5, 4, 6, 3)])
+    m = optimized(f, g, w, h)
+    assert kinds(m) == ["kOutput"]
+    check_against_jax(f, lambda *a: f(*a, np=jnp), g, w, h, rtol=1e-5, atol=1e-5)
+    # and a convolution's tail through a reshape (row-major: the same linear index)
+    x, k = rng.standard_normal((2, 5, 5, 3)).astype(f32), rng.standard_normal((3, 3, 3, 4)).astype(f32)
+    c = lambda x, k, np=mnp, lax=lax: np.maximum(np.reshape(conv(x, k, lax=lax), (2, 100)), 0.0)
+    assert kinds(optimized(c, x, k)) == ["kOutput"]
+    check_against_jax(c, lambda x, k: c(x, k, np=jnp, lax=jax.lax), x, k, rtol=1e-5, atol=1e-5)

@@ -88,6 +88,24 @@ def test_library_dot_batch_layouts_bit_identical_to_specialised(shapes, dn, monk
     np.testing.assert_array_equal(out, exe(a, b)[0])  # same blocks, tiles and order
 
 
+@pytest.mark.parametrize("m,n", [(37, 10), (45, 24), (21, 70)])
+def test_tall_narrow_tiles_are_bit_identical_to_four_row_tiles(m, n, gemm_path, monkeypatch):
+    """Narrow panels (N <= 2 vectors) use 8-row register tiles (``gemm.TALL_MR``); the tile
+    height changes no arithmetic, so the results equal the 4-row tiles' bit for bit, with a
+    partial last tile (M % 8 of 5) and a wide matrix's narrow edge panel (N = 70)."""
+    from minixla.backends.llvm import kernel_cache
+    x, w = randn(m, 150), randn(150, n)
+    f = (lambda a, b: a @ b) if gemm_path == "gemm-library" else (lambda a, b: mnp.maximum(a @ b, -1e30))
+    exe = compiled(f, x, w)
+    assert exe.kernels()[0]["strategy"] == gemm_path
+    out = exe(x, w)[0]
+    close_to_jax(out, np.maximum(x.astype(np.float64) @ w, -1e30), 150)
+    monkeypatch.setattr(G, "TALL_MR", G.MR)
+    monkeypatch.setattr(G, "TALL_MR2", G.MR)
+    kernel_cache.clear()
+    np.testing.assert_array_equal(out, compiled(f, x, w)(x, w)[0])
+
+
 def test_library_dot_of_an_operand_with_itself_and_fallbacks():
     x = randn(33, 70)
     exe = compiled(lambda a: a @ a.T, x)

@@ -62,3 +62,72 @@ def test_folding_is_bit_identical(rng):
     folded = minixla.jit(lambda x, w: x @ w.T)(x, w)
     unfolded = minixla.jit(lambda x, wt: x @ wt)(x, np.ascontiguousarray(w.T))
     np.testing.assert_array_equal(folded, unfolded)
+
+
+def test_transposed_dot_result_becomes_a_dot_with_swapped_operands():
+    # (A B)^T = B^T A^T: reverse mode's weight gradient (dot then transpose) is one dot.
+    m = parse("""HloModule t
+
+ENTRY %main.0 (p0: f32[6,2], p1: f32[6,3]) -> f32[3,2] {
+  %p0 = f32[6,2]{1,0} parameter(0)
+  %p1 = f32[6,3]{1,0} parameter(1)
+  %dot.1 = f32[2,3]{1,0} dot(%p0, %p1), lhs_batch_dims={}, lhs_contracting_dims={0}, rhs_batch_dims={}, rhs_contracting_dims={0}
+  ROOT %transpose.2 = f32[3,2]{1,0} transpose(%dot.1), dimensions={1,0}
+}
+""")
+    assert TransposeFolding().run(m) is True
+    filecheck(m.to_string(), """
+CHECK: ROOT %transpose.2 = f32[3,2]{1,0} dot(%p1, %p0), lhs_batch_dims={}, lhs_contracting_dims={0}, rhs_batch_dims={}, rhs_contracting_dims={0}
+""")
+
+
+def test_batched_transposed_dot_keeps_batch_dims_and_second_users_block_the_swap():
+    batched = """HloModule t
+
+ENTRY %main.0 (p0: f32[4,2,5], p1: f32[4,5,3]) -> f32[4,3,2] {
+  %p0 = f32[4,2,5]{2,1,0} parameter(0)
+  %p1 = f32[4,5,3]{2,1,0} parameter(1)
+  %dot.1 = f32[4,2,3]{2,1,0} dot(%p0, %p1), lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, rhs_contracting_dims={1}
+  ROOT %transpose.2 = f32[4,3,2]{2,1,0} transpose(%dot.1), dimensions={%s}
+}
+"""
+    m = parse(batched.replace("%s", "0,2,1"))
+    assert TransposeFolding().run(m) is True
+    assert "dot(%p1, %p0), lhs_batch_dims={0}, lhs_contracting_dims={1}, rhs_batch_dims={0}, " \
+           "rhs_contracting_dims={2}" in m.to_string()
+    m = parse(batched.replace("%s", "2,0,1").replace("f32[4,3,2]", "f32[3,4,2]"))  # moves the batch dim
+    assert TransposeFolding().run(m) is False
+    two_users = parse("""HloModule t
+
+ENTRY %main.0 (p0: f32[2,5], p1: f32[5,3]) -> (f32[3,2], f32[2,3]) {
+  %p0 = f32[2,5]{1,0} parameter(0)
+  %p1 = f32[5,3]{1,0} parameter(1)
+  %dot.1 = f32[2,3]{1,0} dot(%p0, %p1), lhs_batch_dims={}, lhs_contracting_dims={1}, rhs_batch_dims={}, rhs_contracting_dims={0}
+  %transpose.2 = f32[3,2]{1,0} transpose(%dot.1), dimensions={1,0}
+  ROOT %tuple.3 = (f32[3,2]{1,0}, f32[2,3]{1,0}) tuple(%transpose.2, %dot.1)
+}
+""")
+    assert TransposeFolding().run(two_users) is False
+
+
+@pytest.mark.parametrize("backend", ["llvm", "jax"])
+def test_weight_gradient_update_has_no_transpose_and_matches_jax(backend, rng):
+    """The SGD step of a dense layer: the weight gradient's dot writes W's layout, and the
+    update is fused into it (no transpose kernel, no strided update loop)."""
+    def step(w, x, y, np=mnp, grad=minixla.grad):
+        g = grad(lambda w: np.sum((x @ w - y) ** 2))(w)
+        return w - 0.1 * g
+    w, x, y = (rng.standard_normal(s).astype(f32) for s in [(24, 40), (16, 24), (16, 40)])
+    compiled = minixla.jit(step, backend=backend).lower(w, x, y).compile()
+    assert not any("transpose" in str(i.opcode) for i in compiled.hlo_module.entry.instructions)
+    if backend == "llvm":
+        assert all("transpose" not in k["opcodes"] for k in compiled.kernels())
+    check_against_jax(step, lambda w, x, y: step(w, x, y, np=jnp, grad=jax.grad), w, x, y,
+                      rtol=1e-5, atol=1e-5, backends=(backend,))
+
+
+def test_swapped_dot_is_bit_identical(rng):
+    a, b = rng.standard_normal((70, 9)).astype(f32), rng.standard_normal((70, 33)).astype(f32)
+    swapped = minixla.jit(lambda a, b: (a.T @ b).T)(a, b)
+    direct = minixla.jit(lambda a, b: b.T @ a)(a, b)
+    np.testing.assert_array_equal(swapped, direct)

@@ -55,8 +55,8 @@ Legality and profitability rules. Every decision is logged with the rule that ma
    into which its operand expression is fused and read once per element; like every
    reduce-window it is never fused into a consumer.
 6. **One hero per kernel.** A fusion has at most one dot, convolution or reduce (its *hero*),
-   whose value must reach the root through same-index elementwise ops (and, for a reduce,
-   reshapes), never through an expanding broadcast, and must have no user outside the
+   whose value must reach the root through same-index elementwise ops and reshapes (bitcasts:
+   the same linear index), never through an expanding broadcast, and must have no user outside the
    fusion (a pattern rewrite needs single-use intermediates). So: kOutput is a dot/conv with
    its tail (bias/residual add, activation); a reduce takes a small *epilogue* (``sum / n``,
    ``sqrt(var + eps)``: each reduced value finished once, in the same kernel); but a
@@ -573,7 +573,12 @@ class FusionPass(HloPass):
         return "fuse", f"kOutput: {p.opcode} with an elementwise tail"
 
     def _elementwise_path_to_root(self, m, cluster, dims):
-        return self._every_path(m, cluster, lambda x: _is_elementwise(x) and x.shape.dims == dims)
+        """Rule 6 for a dot/conv: elementwise ops of its size up to the root, or reshapes
+        (row-major bitcasts: the tail reads the hero's element at the output's linear index;
+        the relu mask of a flattening layer's gradient is ``reshape(dot) * mask``)."""
+        size = math.prod(dims)
+        return self._every_path(m, cluster, lambda x: (_is_elementwise(x) or x.opcode == "reshape")
+                                and x.shape.size == size)
 
     def _same_elements_to_root(self, m, cluster):
         """``m`` reaches the root through elementwise ops and reshapes only (element count kept)."""

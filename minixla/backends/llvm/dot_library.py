@@ -40,7 +40,7 @@ from minixla.backends.llvm.loops import for_loop, if_then
 MAX_BATCH_DIMS = 6
 
 #: positions in ``params``
-_M, _N, _K, _AM, _AK, _BK, _BN, _ROWS, _CHUNKS, _PANELS, _NBD, _BATCH = range(12)
+_M, _N, _K, _AM, _AK, _BK, _BN, _ROWS, _CHUNKS, _PANELS, _NBD, _MRT, _BATCH = range(13)
 
 
 @dataclass
@@ -57,7 +57,7 @@ class Params:
 
     def values(self, g: G.Gemm) -> list[int]:
         head = [self.M, self.N, self.K, self.a_m, self.a_k, self.b_k, self.b_n,
-                g.rows_per_unit, g.row_chunks, g.panels, len(self.batch)]
+                g.rows_per_unit, g.row_chunks, g.panels, len(self.batch), tile_rows(g)]
         return head + [v for dim in self.batch for v in dim]
 
 
@@ -81,21 +81,28 @@ def routine(dtype) -> str:
     return G.library_routine(name, lambda module: _emit_routine(module, name, np.dtype(dtype)))
 
 
+def tile_rows(g: G.Gemm) -> int:
+    """The register tile's rows: ``gemm.TALL_MR`` when the dot is one narrow panel (``N`` less
+    than a full tile: a dense layer with 10 classes), ``gemm.MR`` otherwise."""
+    return g.tile_rows(g.N) if g.N < g.NR else G.MR
+
+
 def micro_kernels(g: G.Gemm) -> list[str | None]:
     """The micro-kernel names for the four tile shapes of ``g`` (None where a shape never occurs),
     each compiled on first use (``gemm.micro_kernel``)."""
-    rest_m = g.M % G.MR
+    mrt = tile_rows(g)
+    rest_m = g.M % mrt
     width = g.N % g.NR
     nv = -(-width // g.lanes)
     edge = (nv, width - (nv - 1) * g.lanes < g.lanes) if width else None
-    full_rows = g.M >= G.MR
+    full_rows = g.M >= mrt
     full_cols = g.N >= g.NR
 
     def mk(mr, nv_masked):
         return G.micro_kernel(g.dtype, mr, *nv_masked)
-    return [mk(G.MR, (G.NV, False)) if full_rows and full_cols else None,
+    return [mk(mrt, (G.NV, False)) if full_rows and full_cols else None,
             mk(rest_m, (G.NV, False)) if rest_m and full_cols else None,
-            mk(G.MR, edge) if full_rows and edge else None,
+            mk(mrt, edge) if full_rows and edge else None,
             mk(rest_m, edge) if rest_m and edge else None]
 
 
@@ -112,7 +119,7 @@ def _emit_routine(module, name, dtype):
     NR = G.NV * lanes
     pack = entry.alloca(ety, size=T.i64(G.KC * NR), name="pack")
     pack.align = 64
-    rows = entry.alloca(T.PTR, size=T.i64(G.MR), name="rows")
+    rows = entry.alloca(T.PTR, size=T.i64(max(G.MR, G.TALL_MR, G.TALL_MR2)), name="rows")
     a_off_slot = entry.alloca(T.I64, name="a_off")
     b_off_slot = entry.alloca(T.I64, name="b_off")
     rem_slot = entry.alloca(T.I64, name="rem")
@@ -130,7 +137,7 @@ def _emit_routine(module, name, dtype):
         return b.gep(base, [index], inbounds=True, source_etype=ty)
 
     M, N, K, a_m, a_k, b_k, b_n = (param(k) for k in (_M, _N, _K, _AM, _AK, _BK, _BN))
-    rows_per_unit, row_chunks, panels, nbd = (param(k) for k in (_ROWS, _CHUNKS, _PANELS, _NBD))
+    rows_per_unit, row_chunks, panels, nbd, mrt = (param(k) for k in (_ROWS, _CHUNKS, _PANELS, _NBD, _MRT))
     i64_0 = T.i64(0)
     zero = T.constant(dtype, 0)
     prefetch = ir.Function(module, ir.FunctionType(ir.VoidType(), [T.PTR] + [ir.IntType(32)] * 3),
@@ -189,19 +196,19 @@ def _emit_routine(module, name, dtype):
             with if_then(b, col_edge, "zpad"), for_loop(b, 0, cb, "zc") as c:
                 with for_loop(b, width, padded, "zn") as n:
                     b.store(zero, elem(pack, add(mul(c, T.i64(NR)), n)))
-            n_tiles = b.udiv(add(b.sub(row_hi, row_lo), T.i64(G.MR - 1)), T.i64(G.MR))
+            n_tiles = b.udiv(add(b.sub(row_hi, row_lo), b.sub(mrt, T.i64(1))), mrt)
             with for_loop(b, 0, n_tiles, "mt") as t:
-                m0 = add(row_lo, mul(t, T.i64(G.MR)))
-                mr = smin(T.i64(G.MR), b.sub(row_hi, m0))
-                row_edge = b.icmp_signed("<", mr, T.i64(G.MR))
+                m0 = add(row_lo, mul(t, mrt))
+                mr = smin(mrt, b.sub(row_hi, m0))
+                row_edge = b.icmp_signed("<", mr, mrt)
                 a_col = mul(c0, a_k)
                 with for_loop(b, 0, mr, "r") as r:
                     b.store(elem(a_base, add(mul(add(m0, r), a_m), a_col)), elem(rows, r, T.PTR))
                 # Prefetch the next tile's strip of A (see gemm.py: short strips defeat the
                 # hardware prefetcher). A prefetch never faults, so past the end it is harmless.
                 with if_then(b, b.and_(b.icmp_unsigned("==", a_k, T.i64(1)), b.not_(row_edge)), "pf"):
-                    with for_loop(b, 0, G.MR, "pfr") as r:
-                        nxt = b.gep(a_base, [add(mul(add(add(m0, T.i64(G.MR)), r), a_m), c0)], source_etype=ety)
+                    with for_loop(b, 0, mrt, "pfr") as r:
+                        nxt = b.gep(a_base, [add(mul(add(add(m0, mrt), r), a_m), c0)], source_etype=ety)
                         with for_loop(b, 0, cb, "pfk", step=per_line) as k:
                             b.call(prefetch, [b.gep(nxt, [k], source_etype=ety), i32(0), i32(3), i32(1)])
                 mk = b.select(row_edge, b.select(col_edge, mk_corner, mk_redge), b.select(col_edge, mk_cedge, mk_full))

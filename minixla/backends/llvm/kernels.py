@@ -356,9 +356,18 @@ def _tail_fn(kb, root, core, multi_of):
         return None
 
     def tail(b, bb, m, n, acc):
-        index = Index(b, core.shape.dims, multi=multi_of(b, bb, m, n))
+        index = _root_index(b, root, core, multi_of(b, bb, m, n))
         return kb.emitter(values={core: acc}).emit(root, index)
     return tail
+
+
+def _root_index(b, root, core, multi):
+    """The index of the fusion's output element that holds the core's element ``multi``. A
+    reshape between the core and the root (a tail over ``reshape(dot)``, as reverse mode makes
+    for the gradient of a flattening layer) keeps the row-major linear index."""
+    if root.shape.dims == core.shape.dims:
+        return Index(b, core.shape.dims, multi=multi)
+    return Index(b, root.shape.dims, linear=linearize(b, multi, core.shape.dims))
 
 
 def _strides(instr):
@@ -551,7 +560,7 @@ def _apply_tail(kb, root, core, row_positions):
     dims = core.shape.dims
     dtype = core.shape.dtype
     with row_positions() as multi:
-        index = Index(b, dims, multi=multi)
+        index = _root_index(b, root, core, multi)
         acc = T.load_element(b, kb.out, dtype, index.linear)
         value = kb.emitter(values={core: acc}).emit(root, index)
         T.store_element(b, value, kb.out, root.shape.dtype, index.linear)
@@ -778,11 +787,13 @@ def _find_core(kb, root):
     if len(cores) != 1:
         return None
     core = cores[0]
-    # Every instruction depending on the core must be elementwise with the core's dims.
+    # Every instruction depending on the core must be elementwise with as many elements, or a
+    # (row-major, so bitcast) reshape: the tail then reads the core's element at the same
+    # linear index as the output's, which is where the GEMM stores it (``_root_index``).
     depends = {core}
     for i in expr:  # topological order
         if i is not core and any(o in depends for o in i.operands):
-            if i.opcode not in ELEMENTWISE or i.shape.dims != core.shape.dims:
+            if i.opcode not in ELEMENTWISE | {"reshape"} or i.shape.size != core.shape.size:
                 return None
             depends.add(i)
     return core
