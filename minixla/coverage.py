@@ -45,6 +45,8 @@ PRIMITIVE_OPCODES = {
     "argmin": ["reduce", "compare", "or", "iota", "select"],
     "cumsum": ["reduce-window"], "cumprod": ["reduce-window"], "cummax": ["reduce-window"],
     "cummin": ["reduce-window"], "dot_general": ["dot"], "conv_general_dilated": ["convolution"],
+    "fma": ["fma"], "erf_inv": ["negate", "log-plus-one", "multiply", "compare", "select", "subtract",
+                                "sqrt", "fma", "abs", "convert"],
 }
 
 

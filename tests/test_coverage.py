@@ -53,6 +53,8 @@ SAMPLES = {
                                                                                                np.float32),)),
 }
 EXTRA_OK = {"constant", "parameter", "broadcast", "reshape", "tuple"}
+# issue 14: minixla.random's special functions
+SAMPLES.update({"erf_inv": (lambda x: lax.erf_inv(x * 0.25), (f,)), "fma": (lambda x: lax.fma(x, x, 1.0), (f,))})
 
 
 def test_every_primitive_is_complete_in_the_table():

@@ -242,3 +242,6 @@ def _reduce_window(instr, x, init):
 
 jax_rules["reduce-window"] = _reduce_window
 
+
+# minixla.lax.fma (issue 14): XLA contracts the multiply-add into one fma itself.
+jax_rules["fma"] = lambda instr, a, b, c: a * b + c

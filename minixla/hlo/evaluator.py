@@ -594,3 +594,20 @@ evaluate_rules.update({
     "dynamic-slice": _dynamic_slice, "dynamic-update-slice": _dynamic_update_slice,
     "gather": _gather, "scatter": _scatter, "reduce-window": _reduce_window,
 })
+
+
+# ---------------------------------------------------------------------------------------
+# minixla.random's ``fma`` (issue 14): one rounding. NumPy has no fused multiply-add; XLA's
+# (through JAX) is the reference the primitive's eager implementation uses too.
+
+_fma_jit = []
+
+
+def _fma(instr, a, b, c):
+    if not _fma_jit:
+        import jax
+        _fma_jit.append(jax.jit(lambda a, b, c: a * b + c))
+    return np.asarray(_fma_jit[0](a, b, c)).astype(instr.shape.dtype)
+
+
+evaluate_rules["fma"] = _fma

@@ -501,3 +501,41 @@ def _cumulative(opcode):
 for _prim, _opcode in [(lax.cumsum_p, "add"), (lax.cumprod_p, "multiply"), (lax.cummax_p, "maximum"),
                        (lax.cummin_p, "minimum")]:
     lowering_rules[_prim] = _cumulative(_opcode)
+
+
+# ---------------------------------------------------------------------------------------
+# minixla.random's special functions (issue 14).
+
+lowering_rules[lax.fma_p] = _elementwise("fma")
+
+
+def _erf_inv(ctx, operands, in_avals, out_aval):
+    """XLA's float32 decomposition of ``chlo.erf_inv`` (see ``minixla.lax.special``), with the
+    Horner steps as ``fma`` s; float16/bfloat16 are computed in float32, as XLA does."""
+    x, = operands
+    dtype, dims = np.dtype(out_aval.dtype), out_aval.shape
+    if dtype.itemsize == 8:
+        raise errors.UnsupportedError("erf_inv of float64 under jit is not supported (eager only)")
+    f32 = np.dtype(np.float32)
+    s = Shape(f32, dims)
+    if dtype != f32:
+        x = ctx.add("convert", s, [x])
+
+    def c(v):
+        return ctx.broadcast_to(ctx.constant(v, f32), dims)
+
+    def op(opcode, *xs, **attrs):
+        return ctx.add(opcode, Shape(np.bool_, dims) if opcode == "compare" else s, list(xs), **attrs)
+    w = op("negate", op("log-plus-one", op("multiply", op("negate", x), x)))
+    small = op("compare", w, c(5.0), direction="LT")
+    w = op("select", small, op("subtract", w, c(2.5)), op("subtract", op("sqrt", w), c(3.0)))
+    lo, hi = lax.special.ERF_INV_F32
+    p = op("select", small, c(lo[0]), c(hi[0]))
+    for a, b in zip(lo[1:], hi[1:]):
+        p = op("fma", p, w, op("select", small, c(a), c(b)))
+    at_one = op("compare", op("abs", x), c(1.0), direction="EQ")
+    out = op("select", at_one, op("multiply", x, c(np.inf)), op("multiply", p, x))
+    return out if dtype == f32 else ctx.add("convert", shape_of(out_aval), [out])
+
+
+lowering_rules[lax.erf_inv_p] = _erf_inv

@@ -131,6 +131,16 @@ for _op in FLOAT_UNARY | INT_UNARY | OTHER_UNARY | ir.ELEMENTWISE_UNARY - {"conv
 for _op in INT_BINARY | FLOAT_BINARY | OTHER_BINARY | ir.ELEMENTWISE_BINARY - {"compare"}:
     shape_rules[_op] = _binary
 shape_rules.update(compare=_compare, select=_select, clamp=_clamp, convert=_convert)
+
+
+def _fma(instr):  # fma(a, b, c) = a*b + c rounded once (minixla.lax.fma)
+    _operand_count(instr, 3)
+    a, b, c = (_array(o) for o in instr.operands)
+    _require(a == b == c and _is_float(a.dtype), f"fma operands must be one float shape, got {a}, {b}, {c}")
+    return a
+
+
+shape_rules["fma"] = _fma
 shape_rules["is-finite"] = _is_finite
 
 

@@ -672,3 +672,11 @@ def _cumulative_jvp(prim, combine, identity):
 _cumulative_jvp(L.cumprod_p, L.mul, 1)
 _cumulative_jvp(L.cummax_p, L.max, -np.inf)
 _cumulative_jvp(L.cummin_p, L.min, np.inf)
+
+
+# minixla.random's special functions (issue 14): d erf_inv(x) = sqrt(pi)/2 exp(erf_inv(x)^2) dx
+# (JAX's rule); fma is a*b + c.
+defjvp(L.erf_inv_p, lambda g, ans, x: L.mul(_const(x, np.sqrt(np.pi) / 2), L.mul(g, L.exp(L.integer_pow(ans, 2)))))
+defjvp(L.fma_p, lambda g, ans, a, b, c: L.mul(_bcast(g, _shape(ans)), _bcast(b, _shape(ans))),
+       lambda g, ans, a, b, c: L.mul(_bcast(a, _shape(ans)), _bcast(g, _shape(ans))),
+       lambda g, ans, a, b, c: _bcast(g, _shape(ans)))

@@ -445,3 +445,8 @@ def _scatter_b(prim):
 
 for _p in (L.scatter_p, L.scatter_add_p, L.scatter_mul_p, L.scatter_min_p, L.scatter_max_p):
     _scatter_b(_p)
+
+
+# minixla.random's special functions (issue 14).
+defvectorized(L.erf_inv_p)
+defbroadcasting(L.fma_p, full=True)
