@@ -47,6 +47,7 @@ PRIMITIVE_OPCODES = {
     "cummin": ["reduce-window"], "dot_general": ["dot"], "conv_general_dilated": ["convolution"],
     "fma": ["fma"], "erf_inv": ["negate", "log-plus-one", "multiply", "compare", "select", "subtract",
                                 "sqrt", "fma", "abs", "convert"],
+    "sort": ["sort"],
 }
 
 

@@ -50,6 +50,16 @@ EXACT = {
     "fold_in": lambda m, k: m.fold_in(k, 12345),
     "categorical": lambda m, k: m.categorical(k, np.log(np.arange(1, 6, dtype=np.float32)), shape=(40,)),
     "normal_f16": lambda m, k: m.normal(k, (64,), np.float16),
+    "permutation": lambda m, k: m.permutation(k, 20),
+    "permutation_rows": lambda m, k: m.permutation(k, np.arange(12.).reshape(3, 4).astype(np.float32), axis=1),
+    "permutation_independent": lambda m, k: m.permutation(k, np.arange(12).reshape(3, 4), 1, True),
+    "permutation_two_rounds": lambda m, k: m.permutation(k, 2000),
+    "choice": lambda m, k: m.choice(k, 10, (5,)),
+    "choice_no_replace": lambda m, k: m.choice(k, np.arange(10.).astype(np.float32), (4,), replace=False),
+    "choice_p": lambda m, k: m.choice(k, 5, (30,), p=np.float32([.1, .2, .3, .2, .2])),
+    "choice_p_no_replace": lambda m, k: m.choice(k, 5, (3,), replace=False, p=np.float32([.1, .2, .3, .2, .2])),
+    "categorical_no_replace": lambda m, k: m.categorical(k, np.log(np.float32([[1, 2, 3, 4], [4, 3, 2, 1]])),
+                                                         shape=(3, 2), replace=False),
 }
 #: samplers that transform a uniform by log/log1p/erf_inv.
 TRANSCENDENTAL = {
@@ -63,7 +73,7 @@ TRANSCENDENTAL = {
 }
 #: the default (CI) selection, one program per backend; MINIXLA_DEEP_FUZZ=1 runs every case.
 FAST = ["uniform_bounds", "uniform_f16", "randint_u8_full", "bernoulli", "split", "fold_in",
-        "categorical", "normal", "truncated_normal", "gumbel"]
+        "categorical", "normal", "truncated_normal", "gumbel", "permutation_rows", "choice_p_no_replace"]
 ALL = {n: f for n, f in {**EXACT, **TRANSCENDENTAL}.items()
        if os.environ.get("MINIXLA_DEEP_FUZZ") or n in FAST}
 #: checked op by op as well (each eager op is its own XLA program: keep it short)

@@ -91,6 +91,10 @@ def lower_jaxpr(closed: ClosedJaxpr, name: str = "jit_fn") -> HloModule:
             ctx.metadata.update(source_file=eqn.source_info.filename, source_line=eqn.source_info.lineno)
         operands = [read(a) for a in eqn.invars]
         in_avals = [a.aval for a in eqn.invars]
+        if eqn.primitive.multiple_results:  # (its rule returns one instruction per result)
+            outs = rule(ctx, operands, in_avals, [v.aval for v in eqn.outvars], **eqn.params)
+            env.update(zip(eqn.outvars, outs))
+            continue
         out = rule(ctx, operands, in_avals, eqn.outvars[0].aval, **eqn.params)
         env[eqn.outvars[0]] = out
     ctx.metadata = {}
@@ -539,3 +543,18 @@ def _erf_inv(ctx, operands, in_avals, out_aval):
 
 
 lowering_rules[lax.erf_inv_p] = _erf_inv
+
+
+# ---------------------------------------------------------------------------------------
+# Sorting (issue 14). XLA's ``sort`` has one tuple-shaped result for several operands; minixla's
+# backends have no tuples, so each result is its own ``sort`` instruction of all the operands
+# with ``result_index`` naming the one it returns (a ``get-tuple-element`` fused into the sort).
+# The comparator is implicit: JAX's (``minixla.lax.sorting``), lexicographic on the first
+# ``num_keys`` operands.
+
+def _sort(ctx, operands, in_avals, out_avals, *, dimension, is_stable, num_keys):
+    return [ctx.add("sort", shape_of(a), operands, dimensions=(dimension,), is_stable=is_stable,
+                    num_keys=num_keys, result_index=j) for j, a in enumerate(out_avals)]
+
+
+lowering_rules[lax.sort_p] = _sort

@@ -27,6 +27,7 @@ This module is the public face: it re-exports every module's names.
 from minixla.core import errors
 from minixla.numpy import promotion, creation, manipulation, elementwise  # noqa: I001 (in layer order)
 from minixla.numpy import reductions, contractions, indexing, misc
+from minixla.numpy import sorting
 from minixla.numpy.promotion import *  # noqa: F401,F403
 from minixla.numpy.promotion import _arr, _canon_axes, _canon_axis1, _promote_inexact  # noqa: F401 (for nn)
 from minixla.numpy.creation import *  # noqa: F401,F403
@@ -38,6 +39,7 @@ from minixla.numpy.indexing import *  # noqa: F401,F403
 # (Tracer's ``x[idx]`` and ``x.at`` reach these)
 from minixla.numpy.indexing import _IndexUpdateHelper, _IndexUpdateRef, _getitem  # noqa: F401
 from minixla.numpy.misc import *  # noqa: F401,F403
+from minixla.numpy.sorting import sort, argsort, lexsort  # noqa: F401
 
 # ---------------------------------------------------------------------------------------
 # Every public function is an API boundary: an error escaping it names the function, the
@@ -48,7 +50,7 @@ def _at_operands(ref, *args, **kwargs):
 
 
 errors.wrap_package_functions(globals(), [promotion, creation, manipulation, elementwise, reductions,
-                                          contractions, indexing, misc], extra=[("_getitem", "getitem")])
+                                          contractions, indexing, misc, sorting], extra=[("_getitem", "getitem")])
 for _name in ("get", "set", "add", "multiply", "mul", "min", "max"):
     setattr(_IndexUpdateRef, _name, errors.api_boundary(getattr(_IndexUpdateRef, _name), f"at[].{_name}",
                                                         _at_operands))

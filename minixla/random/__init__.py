@@ -22,11 +22,11 @@ from minixla.random import keys, samplers, threefry  # noqa: F401
 from minixla.random.keys import (PRNGKey, PRNGKeyArray, fold_in, key, key_data, key_impl,  # noqa: F401
                                  split, wrap_key_data)
 from minixla.random.samplers import (bernoulli, bits, categorical, exponential, gumbel,  # noqa: F401
-                                     laplace, logistic, normal, rademacher, randint, truncated_normal,
-                                     uniform)
+                                     laplace, logistic, normal, permutation, choice, rademacher, randint,
+                                     truncated_normal, uniform)
 from minixla.random.threefry import threefry2x32, threefry_2x32  # noqa: F401
 
 __all__ = ["PRNGKey", "PRNGKeyArray", "key", "split", "fold_in", "key_data", "wrap_key_data",
            "key_impl", "bits", "uniform", "normal", "truncated_normal", "bernoulli", "randint",
-           "categorical", "gumbel", "exponential", "laplace", "logistic", "rademacher",
+           "categorical", "gumbel", "permutation", "choice", "exponential", "laplace", "logistic", "rademacher",
            "threefry2x32", "threefry_2x32"]

@@ -307,3 +307,92 @@ def rademacher(key, shape=(), dtype=None):
     dtype = canonicalize_dtype(int if dtype is None else dtype)
     b = mnp.asarray(bernoulli(key, 0.5, canonicalize_shape(shape))).astype(dtype)
     return mnp.asarray(mnp.subtract(mnp.multiply(2, b), 1)).astype(dtype)
+
+
+def _shuffle(key, x, axis):
+    """JAX's shuffle: sort by fresh 32-bit random keys, ``ceil(3 ln(n) / ln(2**32 - 1))``
+    rounds (one below ~1600 elements), so collisions of the sort keys bias it negligibly."""
+    size = get_aval(x).size
+    rounds = int(np.ceil(3 * np.log(max(1, size)) / np.log(np.iinfo(np.uint32).max)))
+    for _ in range(rounds):
+        keys = threefry.threefry_split(key, (2,))
+        key = lax.reshape(lax.slice(keys, (0, 0), (1, 2)), (2,))
+        subkey = lax.reshape(lax.slice(keys, (1, 0), (2, 2)), (2,))
+        sort_keys = threefry.threefry_random_bits(subkey, 32, get_aval(x).shape)
+        _, x = lax.sort_key_val(sort_keys, x, axis)
+    return x
+
+
+def permutation(key, x, axis=0, independent=False):
+    """A random permutation of ``range(x)`` (an int), or of ``x`` along ``axis``
+    (``jax.random.permutation``); ``independent=True`` shuffles each slice on its own."""
+    base, _ = _key_base("permutation", key)
+    if not isinstance(x, (int, np.integer)) and get_aval(x).ndim:
+        x = mnp.asarray(x)
+        nd = get_aval(x).ndim
+        axis = axis % nd
+        if independent or nd == 1:
+            return _shuffle(base, x, axis)
+        ind = _shuffle(base, mnp.arange(get_aval(x).shape[axis]), 0)
+        return mnp.take(x, ind, axis, unique_indices=True)
+    if not isinstance(x, (int, np.integer)):
+        if get_aval(x).dtype.kind not in "iu":
+            raise TypeError("x must be an integer or at least 1-dimensional")
+        x = int(np.asarray(x))  # (raises ConcretizationTypeError for a traced value)
+    return _shuffle(base, mnp.arange(int(x)), 0)
+
+
+def choice(key, a, shape=(), replace=True, p=None, axis=0, mode=None):
+    """Random samples of ``range(a)`` (an int) or of ``a`` along ``axis`` (``jax.random.choice``):
+    ``randint`` indices with replacement, a ``permutation``'s prefix without; with
+    probabilities ``p``, inverse-CDF sampling (with) or the Gumbel top-k trick (without)."""
+    base, _ = _key_base("choice", key)
+    if not isinstance(shape, (tuple, list)):
+        raise TypeError(f"shape argument of jax.random.choice must be a sequence, got {shape}")
+    shape = tuple(shape)
+    arr = mnp.asarray(a)
+    aval = get_aval(arr)
+    if aval.ndim == 0:
+        n_inputs = int(np.asarray(a))
+    else:
+        axis = axis % aval.ndim
+        n_inputs = aval.shape[axis]
+    n_draws = math.prod(shape)
+    if n_draws == 0:
+        return mnp.zeros(shape, dtype=aval.dtype)
+    if n_inputs <= 0:
+        raise ValueError("a must be greater than 0 unless no samples are taken")
+    if not replace and n_draws > n_inputs:
+        raise ValueError(f"Cannot take a larger sample (size {n_draws}) than population (size "
+                         f"{n_inputs}) when 'replace=False'")
+    if p is None:
+        if replace:
+            ind = randint(key, shape, 0, n_inputs)
+            result = ind if aval.ndim == 0 else mnp.take(arr, ind, axis)
+        else:
+            perm = permutation(key, n_inputs if aval.ndim == 0 else arr, axis)
+            start = [0] * get_aval(perm).ndim
+            limit = list(get_aval(perm).shape)
+            limit[axis if aval.ndim else 0] = n_draws
+            result = lax.slice(perm, start, limit)
+    else:
+        p_arr = mnp.asarray(p)
+        if get_aval(p_arr).dtype.kind not in "f" and get_aval(p_arr).dtype.name != "bfloat16":
+            p_arr = p_arr.astype(canonicalize_dtype(float))
+        if get_aval(p_arr).shape != (n_inputs,):
+            raise ValueError("p must be None or a 1D vector with the same size as a.shape[axis]. "
+                             f"p has shape {get_aval(p_arr).shape} and a.shape[axis] is {n_inputs}.")
+        pdt = get_aval(p_arr).dtype
+        if replace:
+            p_cuml = mnp.cumsum(p_arr)
+            total = lax.reshape(lax.slice(p_cuml, (n_inputs - 1,), (n_inputs,)), ())
+            r = mnp.multiply(total, mnp.subtract(np.asarray(1, pdt), _uniform(base, 0., 1., shape, pdt)))
+            # searchsorted(p_cuml, r) (side='left'): how many cumulative sums are below r
+            below = mnp.less(p_cuml, mnp.expand_dims(r, -1))
+            ind = mnp.sum(below, axis=-1).astype(canonicalize_dtype(int))
+        else:
+            g = mnp.add(_gumbel(base, (n_inputs,), pdt, "low" if mode is None else mode), mnp.log(p_arr))
+            ind = lax.top_k(g, n_draws)[1].astype(canonicalize_dtype(int))
+        result = ind if aval.ndim == 0 else mnp.take(arr, ind, axis)
+    return mnp.reshape(result, shape if aval.ndim == 0 else
+                       aval.shape[:axis] + shape + aval.shape[axis + 1:])
