@@ -58,6 +58,9 @@ PRIMITIVE_OPCODES = {
     "stop_gradient": [], "custom_jvp_call": [], "custom_vjp_call": [], "remat2": [], "jit": [],
     "reduce_window_sum": ["reduce-window"], "reduce_window_max": ["reduce-window"],
     "reduce_window_min": ["reduce-window"],
+    "fma": ["fma"], "erf_inv": ["negate", "log-plus-one", "multiply", "compare", "select", "subtract",
+                                "sqrt", "fma", "abs", "convert"],
+    "sort": ["sort"],
 }
 
 

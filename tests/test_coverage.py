@@ -81,6 +81,9 @@ SAMPLES = {
     "jit": (lambda x: lax.add(minixla.jit(lambda y: lax.mul(lax.exp(y), y))(x), x), (f,)),
 }
 EXTRA_OK = {"constant", "parameter", "broadcast", "reshape", "tuple"}
+# issue 14: minixla.random's special functions
+SAMPLES.update({"erf_inv": (lambda x: lax.erf_inv(x * 0.25), (f,)), "fma": (lambda x: lax.fma(x, x, 1.0), (f,)),
+                "sort": (lambda x: lax.sort((-x, x), num_keys=1), (f,))})
 
 
 def test_every_primitive_is_complete_in_the_table():

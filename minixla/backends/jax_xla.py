@@ -243,3 +243,12 @@ def _reduce_window(instr, x, init):
 
 jax_rules["reduce-window"] = _reduce_window
 
+
+# minixla.lax.fma (issue 14): XLA contracts the multiply-add into one fma itself.
+jax_rules["fma"] = lambda instr, a, b, c: a * b + c
+
+# sort (issue 14): jax.lax.sort's comparator is the one minixla's sort means; XLA's CSE merges
+# the sorts of one multi-operand sort's results.
+jax_rules["sort"] = lambda instr, *xs: lax.sort(
+    xs, dimension=instr.attrs["dimensions"][0], is_stable=instr.attrs["is_stable"],
+    num_keys=instr.attrs["num_keys"])[instr.attrs["result_index"]]

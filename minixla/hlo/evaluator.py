@@ -605,3 +605,56 @@ evaluate_rules.update({
     "dynamic-slice": _dynamic_slice, "dynamic-update-slice": _dynamic_update_slice,
     "gather": _gather, "scatter": _scatter, "reduce-window": _reduce_window,
 })
+
+
+# ---------------------------------------------------------------------------------------
+# minixla.random's ``fma`` (issue 14): one rounding. NumPy has no fused multiply-add; XLA's
+# (through JAX) is the reference the primitive's eager implementation uses too.
+
+_fma_jit = []
+
+
+def _fma(instr, a, b, c):
+    if not _fma_jit:
+        import jax
+        _fma_jit.append(jax.jit(lambda a, b, c: a * b + c))
+    return np.asarray(_fma_jit[0](a, b, c)).astype(instr.shape.dtype)
+
+
+evaluate_rules["fma"] = _fma
+
+
+# ---------------------------------------------------------------------------------------
+# sort (issue 14): a stable lexicographic sort by JAX's comparator (minixla.lax.sorting).
+
+def sort_keys_as_uint(x: np.ndarray) -> np.ndarray:
+    """Unsigned integers in the order JAX's sort comparator gives ``x``: floats with -0.0 = 0.0,
+    every NaN one value above inf and (XLA:CPU reads denormals as zero) f32/f64/bf16
+    denormals = 0; signed integers offset by 2**(bits-1). The LLVM sort kernel makes the same keys."""
+    dt = x.dtype
+    if dt == np.bool_:
+        return x.astype(np.uint8)
+    bits = 8 * dt.itemsize
+    u = np.ascontiguousarray(x).view(np.dtype(f"u{dt.itemsize}"))
+    sign = np.asarray(1 << (bits - 1), u.dtype)
+    if dt.kind in "iu":
+        return u ^ sign if dt.kind == "i" else u
+    nexp = {2: 5 if dt == np.float16 else 8, 4: 8, 8: 11}[dt.itemsize]
+    nmant = bits - 1 - nexp
+    mag = u & np.asarray((1 << (bits - 1)) - 1, u.dtype)
+    exp_all = np.asarray(((1 << nexp) - 1) << nmant, u.dtype)
+    small = mag == 0 if dt == np.float16 else mag < np.asarray(1 << nmant, u.dtype)
+    u = np.where(small, np.asarray(0, u.dtype), u)
+    u = np.where(mag > exp_all, exp_all | np.asarray(1 << (nmant - 1), u.dtype), u)
+    return np.where(u & sign, ~u, u | sign)
+
+
+def _sort(instr, *xs):
+    (d,), k, j = instr.attrs["dimensions"], instr.attrs["num_keys"], instr.attrs["result_index"]
+    keys = [np.moveaxis(sort_keys_as_uint(np.asarray(x)), d, -1) for x in xs[:k]]
+    perm = np.lexsort(keys[::-1], axis=-1)  # (np.lexsort's last key is the primary one)
+    return np.ascontiguousarray(np.moveaxis(np.take_along_axis(np.moveaxis(np.asarray(xs[j]), d, -1), perm, -1), -1, d))
+
+
+evaluate_rules["sort"] = _sort
+NON_ARITHMETIC.add("sort")  # it moves bits (its comparator reads denormals as zero, the data keeps them)

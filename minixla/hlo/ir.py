@@ -83,7 +83,7 @@ ELEMENTWISE_UNARY = {
 ELEMENTWISE_BINARY = {"add", "subtract", "multiply", "divide", "maximum", "minimum", "and", "or",
                       "compare", "xor", "remainder", "power", "atan2", "shift-left",
                       "shift-right-logical", "shift-right-arithmetic"}
-ELEMENTWISE = ELEMENTWISE_UNARY | ELEMENTWISE_BINARY | {"select", "clamp"}
+ELEMENTWISE = ELEMENTWISE_UNARY | ELEMENTWISE_BINARY | {"select", "clamp", "fma"}
 COMMUTATIVE = {"add", "multiply", "maximum", "minimum", "and", "or", "xor"}
 
 

@@ -656,3 +656,55 @@ def _window_reduction(name):
 
 for _name in lax.windows.REDUCERS:
     lowering_rules[lax.windows._PRIMS[_name]] = _window_reduction(_name)
+
+
+# minixla.random's special functions (issue 14).
+
+lowering_rules[lax.fma_p] = _elementwise("fma")
+
+
+def _erf_inv(ctx, operands, in_avals, out_aval):
+    """XLA's float32 decomposition of ``chlo.erf_inv`` (see ``minixla.lax.special``), with the
+    Horner steps as ``fma`` s; float16/bfloat16 are computed in float32, as XLA does."""
+    x, = operands
+    dtype, dims = np.dtype(out_aval.dtype), out_aval.shape
+    if dtype.itemsize == 8:
+        raise errors.UnsupportedError("erf_inv of float64 under jit is not supported (eager only)")
+    f32 = np.dtype(np.float32)
+    s = Shape(f32, dims)
+    if dtype != f32:
+        x = ctx.add("convert", s, [x])
+
+    def c(v):
+        return ctx.broadcast_to(ctx.constant(v, f32), dims)
+
+    def op(opcode, *xs, **attrs):
+        return ctx.add(opcode, Shape(np.bool_, dims) if opcode == "compare" else s, list(xs), **attrs)
+    w = op("negate", op("log-plus-one", op("multiply", op("negate", x), x)))
+    small = op("compare", w, c(5.0), direction="LT")
+    w = op("select", small, op("subtract", w, c(2.5)), op("subtract", op("sqrt", w), c(3.0)))
+    lo, hi = lax.special.ERF_INV_F32
+    p = op("select", small, c(lo[0]), c(hi[0]))
+    for a, b in zip(lo[1:], hi[1:]):
+        p = op("fma", p, w, op("select", small, c(a), c(b)))
+    at_one = op("compare", op("abs", x), c(1.0), direction="EQ")
+    out = op("select", at_one, op("multiply", x, c(np.inf)), op("multiply", p, x))
+    return out if dtype == f32 else ctx.add("convert", shape_of(out_aval), [out])
+
+
+lowering_rules[lax.erf_inv_p] = _erf_inv
+
+
+# ---------------------------------------------------------------------------------------
+# Sorting (issue 14). XLA's ``sort`` has one tuple-shaped result for several operands; minixla's
+# backends have no tuples, so each result is its own ``sort`` instruction of all the operands
+# with ``result_index`` naming the one it returns (a ``get-tuple-element`` fused into the sort).
+# The comparator is implicit: JAX's (``minixla.lax.sorting``), lexicographic on the first
+# ``num_keys`` operands.
+
+def _sort(ctx, operands, in_avals, out_avals, *, dimension, is_stable, num_keys):
+    return [ctx.add("sort", shape_of(a), operands, dimensions=(dimension,), is_stable=is_stable,
+                    num_keys=num_keys, result_index=j) for j, a in enumerate(out_avals)]
+
+
+lowering_rules[lax.sort_p] = _sort

@@ -131,6 +131,16 @@ for _op in FLOAT_UNARY | INT_UNARY | OTHER_UNARY | ir.ELEMENTWISE_UNARY - {"conv
 for _op in INT_BINARY | FLOAT_BINARY | OTHER_BINARY | ir.ELEMENTWISE_BINARY - {"compare"}:
     shape_rules[_op] = _binary
 shape_rules.update(compare=_compare, select=_select, clamp=_clamp, convert=_convert)
+
+
+def _fma(instr):  # fma(a, b, c) = a*b + c rounded once (minixla.lax.fma)
+    _operand_count(instr, 3)
+    a, b, c = (_array(o) for o in instr.operands)
+    _require(a == b == c and _is_float(a.dtype), f"fma operands must be one float shape, got {a}, {b}, {c}")
+    return a
+
+
+shape_rules["fma"] = _fma
 shape_rules["is-finite"] = _is_finite
 
 
@@ -460,3 +470,16 @@ def verify(module) -> None:
             raise HloVerifierError(f"computation name %{comp.name} is used twice")
         names.add(comp.name)
         verify_computation(comp, names)
+
+
+def _sort(instr):  # one result of a multi-operand sort (see minixla.hlo.lowering._sort)
+    ops = [_array(o) for o in instr.operands]
+    _require(bool(ops) and all(o.dims == ops[0].dims for o in ops), f"sort operands differ in dims: {ops}")
+    (d,), k, j = instr.attrs["dimensions"], instr.attrs["num_keys"], instr.attrs["result_index"]
+    _require(0 <= d < len(ops[0].dims), f"sort dimension {d} out of range for {ops[0]}")
+    _require(1 <= k <= len(ops) and 0 <= j < len(ops), f"sort num_keys={k} / result_index={j} "
+             f"out of range for {len(ops)} operands")
+    return ops[j]
+
+
+shape_rules["sort"] = _sort

@@ -709,3 +709,51 @@ def _reduce_window_sum_t(ct, x, *, window_dimensions, window_strides, padding, b
 
 
 deflinear(L.reduce_window_sum_p, _reduce_window_sum_t)
+
+
+# minixla.random's special functions (issue 14): d erf_inv(x) = sqrt(pi)/2 exp(erf_inv(x)^2) dx
+# (JAX's rule); fma is a*b + c.
+defjvp(L.erf_inv_p, lambda g, ans, x: L.mul(_const(x, np.sqrt(np.pi) / 2), L.mul(g, L.exp(L.integer_pow(ans, 2)))))
+defjvp(L.fma_p, lambda g, ans, a, b, c: L.mul(_bcast(g, _shape(ans)), _bcast(b, _shape(ans))),
+       lambda g, ans, a, b, c: L.mul(_bcast(a, _shape(ans)), _bcast(g, _shape(ans))),
+       lambda g, ans, a, b, c: _bcast(g, _shape(ans)))
+
+
+# sort (issue 14): the tangent of each operand is carried through the sort as one more operand
+# sorted by the same keys (the sort is stable, so the permutation is the primal's); that sort is
+# linear in its carried operand, and its transpose puts the cotangent back in place by sorting
+# it by the permutation (``perm = sort(keys, iota)``: sorting by ``perm`` inverts it).
+
+def _sort_jvp(primals, tangents, *, dimension, is_stable, num_keys):
+    outs = L.sort_p.bind(*primals, dimension=dimension, is_stable=is_stable, num_keys=num_keys)
+    keys = primals[:num_keys]
+    touts = []
+    for o, t in zip(outs, tangents):
+        if isinstance(t, Zero):
+            touts.append(Zero(tangent_aval(get_aval(o))))
+        else:
+            touts.append(L.sort_p.bind(*keys, instantiate(t), dimension=dimension, is_stable=is_stable,
+                                       num_keys=num_keys)[-1])
+    return outs, touts
+
+
+def _sort_t(cts, *args, dimension, is_stable, num_keys):
+    if any(is_undefined(a) for a in args[:num_keys]):
+        raise ValueError("sort: transpose with respect to a sort key (not linear)")
+    keys = args[:num_keys]
+    shape = get_aval(keys[0]).shape
+    perm = None
+    out = []
+    for a, ct in zip(args, cts):
+        if not is_undefined(a) or isinstance(ct, Zero):
+            out.append(None)
+            continue
+        if perm is None:
+            iota = L.broadcasted_iota(np.int32, shape, dimension)
+            perm = L.sort_p.bind(*keys, iota, dimension=dimension, is_stable=True, num_keys=num_keys)[-1]
+        out.append(L.sort_p.bind(perm, ct, dimension=dimension, is_stable=True, num_keys=1)[1])
+    return out
+
+
+jvp_rules[L.sort_p] = _sort_jvp
+transpose_rules[L.sort_p] = _sort_t

@@ -462,3 +462,25 @@ def _window_b(prim):
 
 for _p in (L.reduce_window_sum_p, L.reduce_window_max_p, L.reduce_window_min_p):
     _window_b(_p)
+
+
+# minixla.random's special functions (issue 14).
+defvectorized(L.erf_inv_p)
+defbroadcasting(L.fma_p, full=True)
+
+
+def _sort_b(vals, dims, *, dimension, is_stable, num_keys):  # (issue 14)
+    size = next(get_aval(v).shape[d] for v, d in zip(vals, dims) if d is not None)
+    ops = []
+    for v, d in zip(vals, dims):
+        if d is None:
+            shape = get_aval(v).shape
+            v = L.broadcast_in_dim_p.bind(v, shape=(size,) + shape, broadcast_dimensions=tuple(range(1, len(shape) + 1)))
+        else:
+            v = moveaxis(v, d, 0)
+        ops.append(v)
+    outs = L.sort_p.bind(*ops, dimension=dimension + 1, is_stable=is_stable, num_keys=num_keys)
+    return outs, [0] * len(outs)
+
+
+batching_rules[L.sort_p] = _sort_b

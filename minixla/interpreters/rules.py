@@ -24,6 +24,7 @@ LINEAR = {"neg", "add", "sub", "mul", "div", "convert_element_type", "broadcast_
           "transpose", "squeeze", "rev", "reduce_sum", "slice", "pad", "concatenate", "select_n",
           "dot_general", "conv_general_dilated", "cumsum", "dynamic_slice", "dynamic_update_slice",
           "gather", "scatter-add", "scatter", "scatter-mul", "remat2", "jit", "reduce_window_sum"}
+LINEAR |= {"sort"}  # (issue 14) in the operands it carries along (not its keys)
 
 #: primitives without operands: nothing to batch, no tangent to carry
 NO_OPERANDS = {"iota"}

@@ -863,3 +863,11 @@ def _conv_rule(em, instr, index):
 
 
 emit_rules.update(reduce=_reduce_rule, dot=_dot_rule, convolution=_conv_rule)
+
+
+def _fma_rule(em, instr, index):  # minixla.lax.fma (issue 14): a*b + c, one rounding
+    a, x, c = (em.operand(instr, k, index) for k in range(3))
+    return T.intrinsic(em.builder, "fma", a.type, [a, x, c])
+
+
+emit_rules["fma"] = _fma_rule

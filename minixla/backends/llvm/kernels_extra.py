@@ -73,3 +73,11 @@ def emit_scatter(kb, scatter):
 
 #: root opcode -> fn(kernel builder, root instruction): emits the kernel body.
 KERNELS = {"scatter": emit_scatter}
+
+
+def _emit_sort(kb, instr):  # (issue 14) a radix sort, see sort.py
+    from minixla.backends.llvm.sort import emit_sort
+    emit_sort(kb, instr)
+
+
+KERNELS["sort"] = _emit_sort

@@ -1,0 +1,94 @@
+"""Special functions the samplers of ``minixla.random`` need: ``erf_inv`` (JAX's primitive of
+that name), ``fma`` and ``nextafter``.
+
+``erf_inv`` is a primitive, as in JAX: its eager implementation is ``jax.lax.erf_inv`` and its
+lowering is the polynomial XLA decomposes ``chlo.erf_inv`` into for float32 (Giles, "Approximating
+the erfinv function", GPU Gems 2012: ``w = -log1p(-x*x)``, a degree-8 polynomial in ``w - 2.5``
+below ``w = 5`` and in ``sqrt(w) - 3`` above, times ``x``; ``+-inf`` at ``+-1``), built from
+ordinary HLO ops so every backend runs it. Its Horner steps are ``fma`` s because XLA:CPU
+contracts them: with separate roundings 4.5% of the results differ (by up to 2 ulp).
+
+``fma(a, b, c)`` is ``a * b + c`` rounded once. minixla never contracts a user's ``a * b + c``
+(JAX eager does not), but JAX's own jitted library code -- ``jax.random.uniform``'s
+``floats * (maxval - minval) + minval``, ``erf_inv`` -- is compiled by XLA, which does; ``fma``
+makes that contraction explicit where minixla must reproduce such code bit for bit. It is not a
+``jax.lax`` function (its eager implementation is ``jax.jit(lambda a, b, c: a * b + c)``, which
+XLA contracts).
+"""
+from __future__ import annotations
+
+import numpy as np
+import jax
+
+from minixla.core import errors
+from minixla.core.avals import ShapedArray, get_aval
+from minixla.lax.base import _FLT, _is_float, _jax_impl, _scalar_like, _std_prim
+from minixla.lax.elementwise import _broadcast_shapes, _unary_rule
+from minixla.lax import elementwise as _ew
+
+erf_inv_p = _std_prim("erf_inv", _unary_rule(_FLT, "erf_inv"))
+
+
+def _fma_rule(a, b, c):
+    if not (a.dtype == b.dtype == c.dtype):
+        raise errors.DTypeError(f"fma requires arguments of one dtype, got {a.dtype.name}, "
+                                f"{b.dtype.name}, {c.dtype.name}")
+    if not _is_float(a.dtype):
+        raise errors.DTypeError(f"fma does not accept dtype {a.dtype.name}")
+    return ShapedArray(_broadcast_shapes(a, b, c), a.dtype, a.weak_type and b.weak_type and c.weak_type)
+
+
+_fma_jit = jax.jit(lambda a, b, c: a * b + c)
+fma_p = _std_prim("fma", _fma_rule, impl=lambda a, b, c: np.asarray(_fma_jit(a, b, c)))
+
+#: XLA's float32 erf_inv coefficients (highest degree first): w < 5, then w >= 5.
+ERF_INV_F32 = (
+    (2.81022636e-08, 3.43273939e-07, -3.5233877e-06, -4.39150654e-06, 0.00021858087,
+     -0.00125372503, -0.00417768164, 0.246640727, 1.50140941),
+    (-0.000200214257, 0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773,
+     -0.0076224613, 0.00943887047, 1.00167406, 2.83297682),
+)
+
+
+def erf_inv(x):
+    """The inverse error function, elementwise (``jax.lax.erf_inv``): float arrays, ``+-inf``
+    at ``+-1``, NaN outside ``[-1, 1]``. Under ``jit``, float32/16 use XLA's polynomial (bit for
+    bit on the hand-off; on LLVM within minixla's ``log1p`` error); float64 is eager only."""
+    return erf_inv_p.bind(x)
+
+
+def fma(a, b, c):
+    """``a * b + c`` with one rounding (IEEE fusedMultiplyAdd): float arrays of one dtype and
+    shape (or rank 0). XLA's contraction made explicit; see the module docstring."""
+    return fma_p.bind(_scalar_like(a, b), _scalar_like(b, a), _scalar_like(c, a))
+
+
+def nextafter(x1, x2):
+    """The next float after ``x1`` towards ``x2``, elementwise (``jax.lax.nextafter``), for
+    float32 and float64, built from integer ops on the bits; NaN if either is NaN. Denormal
+    steps are exact bits (XLA:CPU would flush a denormal result to zero in later arithmetic)."""
+    x1, x2 = _scalar_like(x1, x2), _scalar_like(x2, x1)
+    dt = get_aval(x1).dtype
+    if dt != get_aval(x2).dtype or dt.name not in ("float32", "float64"):
+        raise errors.DTypeError(f"nextafter requires two float32 or float64 arguments, got "
+                                f"{dt.name}, {get_aval(x2).dtype.name}")
+    it = np.dtype("int32" if dt.itemsize == 4 else "int64")
+    shape = get_aval(x1).shape
+
+    def const(v, dtype):  # a constant of x1's shape (select_n takes no rank-0 cases)
+        from minixla.lax.structural import full
+        return full(shape, v, dtype) if shape else np.asarray(v, dtype)
+    bits = _ew.bitcast_convert_type(x1, it)
+    zero = np.asarray(0, dt)
+    # Away from zero when x2 lies beyond x1 on x1's side: one more in the magnitude bits.
+    up = _ew.ne(_ew.lt(x1, x2), _ew.lt(x1, zero))
+    one = np.asarray(1, it)
+    stepped = _ew.bitcast_convert_type(_ew.select(up, _ew.add(bits, one), _ew.sub(bits, one)), dt)
+    smallest = np.asarray(1, it).view(dt)  # the smallest denormal, signed towards x2
+    at_zero = _ew.select(_ew.lt(x2, zero), const(-smallest, dt), const(smallest, dt))
+    # (zero tested on the bits: XLA:CPU reads a denormal as 0 in a float compare)
+    magnitude = _ew.bitwise_and(bits, np.asarray(np.iinfo(it).max, it))
+    out = _ew.select(_ew.eq(magnitude, np.asarray(0, it)), at_zero, stepped)
+    out = _ew.select(_ew.eq(x1, x2), x2, out)
+    nan = _ew.bitwise_or(_ew.ne(x1, x1), _ew.ne(x2, x2))
+    return _ew.select(nan, _ew.add(x1, x2), out)

@@ -1,0 +1,32 @@
+"""``minixla.random``: JAX's counter-based PRNG, bit for bit.
+
+The same names, signatures and results as ``jax.random`` (JAX 0.10, threefry2x32 with
+``jax_threefry_partitionable=True``, its default): for the same key, shape and dtype every
+function returns JAX's bits, eagerly and under ``minixla.jit`` on both backends (the
+samplers built on ``log``/``log1p``/``erf`` -- ``normal``, ``truncated_normal``, ``gumbel``,
+``categorical``, ``exponential``, ``laplace``, ``logistic`` -- are bit-identical eagerly and on
+the JAX hand-off; the LLVM backend's own ``log``/``log1p`` are within 1-2 ulp of XLA's, so
+there a few percent of those values differ in the last bits).
+
+- keys: ``key`` (typed, a ``PRNGKeyArray``), ``PRNGKey`` (raw ``uint32[2]``), ``split``,
+  ``fold_in``, ``key_data``, ``wrap_key_data``, ``key_impl``
+- samplers: ``bits``, ``uniform``, ``normal``, ``truncated_normal``, ``bernoulli``,
+  ``randint``, ``categorical``, ``gumbel``, ``permutation``, ``choice``, ``exponential``,
+  ``laplace``, ``logistic``, ``rademacher``
+
+Everything is built from ``minixla.lax`` ops (the hash is ``threefry.threefry2x32``), so it
+traces, lowers, fuses and differentiates like any other code.
+"""
+from minixla.core import errors
+from minixla.random import keys, samplers, threefry  # noqa: F401
+from minixla.random.keys import (PRNGKey, PRNGKeyArray, fold_in, key, key_data, key_impl,  # noqa: F401
+                                 split, wrap_key_data)
+from minixla.random.samplers import (bernoulli, bits, categorical, exponential, gumbel,  # noqa: F401
+                                     laplace, logistic, normal, permutation, choice, rademacher, randint,
+                                     truncated_normal, uniform)
+from minixla.random.threefry import threefry2x32, threefry_2x32  # noqa: F401
+
+__all__ = ["PRNGKey", "PRNGKeyArray", "key", "split", "fold_in", "key_data", "wrap_key_data",
+           "key_impl", "bits", "uniform", "normal", "truncated_normal", "bernoulli", "randint",
+           "categorical", "gumbel", "permutation", "choice", "exponential", "laplace", "logistic", "rademacher",
+           "threefry2x32", "threefry_2x32"]

@@ -1,0 +1,212 @@
+"""PRNG keys: ``key``/``PRNGKey``, ``split``, ``fold_in``, ``key_data``, ``wrap_key_data``.
+
+A *raw* key is what ``jax.random.PRNGKey`` returns: a ``uint32[2]`` array (``uint32[..., 2]``
+for several). A *typed* key is what ``jax.random.key`` returns; JAX gives it an extended dtype
+``key<fry>`` with scalar shape. minixla has no extended dtypes in its tracer, so a typed key
+is a ``PRNGKeyArray``: a small pytree (registered with ``jax.tree_util``) around the raw
+``uint32[..., 2]`` data, with the key's ``shape``/``ndim`` (the data's shape without the
+trailing 2) and ``dtype`` (``key<fry>``). Being a pytree, it passes through ``minixla.jit``,
+``vmap`` and ``grad`` as its data; every function of ``minixla.random`` accepts either kind
+and returns the kind it was given, as JAX does.
+"""
+from __future__ import annotations
+
+import numpy as np
+from jax import tree_util
+
+from minixla import lax
+from minixla.core import errors
+from minixla.core.avals import canonicalize_dtype, get_aval
+from minixla.core.tracing import Tracer
+from minixla.random import threefry
+
+IMPL = "threefry2x32"
+
+
+class KeyDType:
+    """The dtype of a typed key (JAX's ``key<fry>``, a ``jax.dtypes.prng_key`` subdtype)."""
+    name = "key<fry>"
+    impl = IMPL
+
+    def __repr__(self):
+        return self.name
+
+    __str__ = __repr__
+
+    def __eq__(self, other):
+        return isinstance(other, KeyDType) or other == self.name
+
+    def __hash__(self):
+        return hash(self.name)
+
+
+@tree_util.register_pytree_node_class
+class PRNGKeyArray:
+    """An array of typed threefry2x32 keys (``jax.random.key``'s result): ``shape`` is the
+    keys' shape, ``dtype`` is ``key<fry>``; the ``uint32[*shape, 2]`` data is ``key_data``."""
+
+    dtype = KeyDType()
+
+    def __init__(self, data):
+        aval = get_aval(data)
+        if aval.dtype != np.uint32 or not aval.shape or aval.shape[-1] != 2:
+            raise errors.DTypeError(f"threefry2x32 key data must be uint32[..., 2], got "
+                                    f"{aval.dtype.name}{list(aval.shape)}")
+        self._base = data
+
+    @property
+    def shape(self):
+        return tuple(get_aval(self._base).shape[:-1])
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    @property
+    def size(self):
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    def __len__(self):
+        if not self.shape:
+            raise TypeError("len() of unsized object")
+        return self.shape[0]
+
+    def __iter__(self):
+        return (self[i] for i in range(len(self)))
+
+    def __getitem__(self, idx):
+        if not self.shape:
+            raise IndexError("too many indices for a scalar key array")
+        idx = idx if isinstance(idx, tuple) else (idx,)
+        if any(i is Ellipsis for i in idx):
+            raise errors.UnsupportedError("Ellipsis in a key array index is not supported")
+        return PRNGKeyArray(self._base[idx + (slice(None),)])
+
+    def reshape(self, *shape):
+        shape = shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
+        return PRNGKeyArray(lax.reshape(self._base, (*shape, 2)))
+
+    def __eq__(self, other):
+        if not isinstance(other, PRNGKeyArray):
+            return NotImplemented
+        import minixla.numpy as mnp
+        return mnp.all(mnp.equal(self._base, other._base), axis=-1)
+
+    def __repr__(self):
+        if isinstance(self._base, Tracer):
+            return f"PRNGKeyArray(shape={self.shape}, dtype={self.dtype}) traced"
+        return f"Array({self.shape}, dtype={self.dtype}) overlaying:\n{np.asarray(self._base)}"
+
+    def tree_flatten(self):
+        return (self._base,), None
+
+    @classmethod
+    def tree_unflatten(cls, _aux, children):
+        obj = object.__new__(cls)
+        obj._base = children[0]
+        return obj
+
+
+def _check_impl(impl):
+    if impl not in (None, IMPL, "threefry") and not isinstance(impl, KeyDType):
+        raise errors.UnsupportedError(f"minixla.random implements threefry2x32 keys only, got impl={impl!r}")
+
+
+def _seed_array(seed, ctor):
+    """A scalar integer seed as JAX takes it: a Python int becomes int64, then the default int
+    (so in 32-bit mode it wraps to int32, as ``jax.random.PRNGKey(2**40 + 3)`` keeps 3)."""
+    if isinstance(seed, PRNGKeyArray):
+        raise TypeError(f"{ctor} accepts a scalar seed, but was given a PRNG key.")
+    if isinstance(seed, bool):
+        seed = int(seed)
+    if isinstance(seed, int):
+        seed = np.int64(seed)
+        return seed.astype(canonicalize_dtype(np.int64))
+    aval = get_aval(seed)
+    if aval.shape:
+        raise TypeError(f"{ctor} accepts a scalar seed, but was given an array of shape "
+                        f"{aval.shape} != (). Use jax.vmap for batching")
+    if aval.dtype.kind not in "iu":
+        raise errors.DTypeError(f"PRNG key seed must be an integer; got {aval.dtype.name}")
+    return seed
+
+
+def PRNGKey(seed, *, impl=None):
+    """A raw key, ``uint32[2]`` (``jax.random.PRNGKey``): ``[seed >> 32, seed & 0xFFFFFFFF]``.
+
+    ``seed``: a Python int or an integer scalar (traced or not). Raises ``TypeError`` for an
+    array seed or a key."""
+    _check_impl(impl)
+    return threefry.threefry_seed(_seed_array(seed, "PRNGKey"))
+
+
+def key(seed, *, impl=None, dtype=None):
+    """A typed scalar key (``jax.random.key``): a ``PRNGKeyArray`` of shape ``()`` whose data
+    is ``PRNGKey(seed)``."""
+    _check_impl(impl)
+    _check_impl(dtype)
+    return PRNGKeyArray(threefry.threefry_seed(_seed_array(seed, "key")))
+
+
+def key_impl(keys):
+    """``'threefry2x32'``, the only implementation minixla has (``jax.random.key_impl``)."""
+    _key_base("key_impl", keys, allow_batched=True)
+    return IMPL
+
+
+def _key_base(name, k, allow_batched=False):
+    """``(uint32[..., 2] data, was_typed)`` of a typed or raw key; checks its type and shape."""
+    if isinstance(k, PRNGKeyArray):
+        base, typed, kshape = k._base, True, k.shape
+    else:
+        if isinstance(k, (int, float, bool)) or not hasattr(get_aval(k), "shape"):
+            raise TypeError(f"unexpected PRNG key type {type(k)}")
+        aval = get_aval(k)
+        if aval.dtype != np.uint32 or not aval.shape or aval.shape[-1] != 2:
+            raise TypeError(f"{name}: a raw PRNG key is a uint32 array with trailing dimension 2 "
+                            f"(threefry2x32), got {aval.dtype.name}{list(aval.shape)}")
+        base, typed, kshape = k, False, tuple(aval.shape[:-1])
+    if not allow_batched and kshape:
+        raise ValueError(f"{name} accepts a single key, but was given a key array of shape "
+                         f"{kshape} != (). Use jax.vmap for batching.")
+    return base, typed
+
+
+def _rewrap(typed, base):
+    return PRNGKeyArray(base) if typed else base
+
+
+def split(key, num=2):
+    """``num`` new keys (an int, or a tuple: the keys' shape) from one key (``jax.random.split``).
+    Returns ``uint32[*num, 2]`` for a raw key, a ``PRNGKeyArray`` of shape ``num`` for a typed one.
+    Raises ``ValueError`` for a batched key (use ``vmap``)."""
+    base, typed = _key_base("split", key)
+    shape = tuple(num) if isinstance(num, (tuple, list)) else (int(num),)
+    return _rewrap(typed, threefry.threefry_split(base, shape))
+
+
+def fold_in(key, data):
+    """A new key from ``key`` and the integer scalar ``data`` (taken as uint32, wrapping), as
+    ``jax.random.fold_in``."""
+    base, typed = _key_base("fold_in", key)
+    if np.ndim(data) if not isinstance(data, Tracer) else get_aval(data).ndim:
+        raise TypeError("fold_in accepts a scalar, but was given an array of"
+                        f"shape {get_aval(data).shape} != (). Use jax.vmap for batching.")
+    if isinstance(data, int) and not isinstance(data, bool):
+        data = np.asarray(data).astype(np.uint32)  # (jnp.asarray(data, 'uint32') wraps)
+    return _rewrap(typed, threefry.threefry_fold_in(base, data))
+
+
+def key_data(keys):
+    """The ``uint32[..., 2]`` data of typed or raw keys (``jax.random.key_data``)."""
+    base, _ = _key_base("key_data", keys, allow_batched=True)
+    return base
+
+
+def wrap_key_data(key_bits_array, *, impl=None, dtype=None):
+    """Typed keys from their ``uint32[..., 2]`` data (``jax.random.wrap_key_data``)."""
+    _check_impl(impl)
+    _check_impl(dtype)
+    if isinstance(key_bits_array, PRNGKeyArray):
+        raise TypeError("wrap_key_data takes raw key data, got a typed key array")
+    return PRNGKeyArray(key_bits_array)
