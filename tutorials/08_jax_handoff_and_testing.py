@@ -203,5 +203,5 @@ except NotImplementedError as e:
 
 # %% [markdown]
 # Next, tutorial 09 differentiates programs (jvp, linearize, transpose, vjp) and tutorial 10
-# vectorizes them (vmap); the chapters on control flow, jit in practice and SPMD are planned in
-# `DESIGN.md`, and tutorial 14 puts the course together on the digits CNN.
+# vectorizes them (vmap); the chapters after them follow the outline in `DESIGN.md` ("The
+# course") up to tutorial 14, which puts the course together on the digits CNN.
