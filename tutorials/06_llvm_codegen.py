@@ -232,3 +232,4 @@ except NotImplementedError as e:
 # %% [markdown]
 # Matrix products are where the loop vectorizer is not enough: `minixla/backends/llvm/gemm.py`
 # tiles, packs and threads them by hand (XLA:CPU calls a runtime library for the same reason).
+# Tutorial 07 reads that code.

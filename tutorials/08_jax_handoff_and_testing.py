@@ -202,5 +202,6 @@ except NotImplementedError as e:
     print("not written yet:", e)
 
 # %% [markdown]
-# The chapters after this one (autodiff, vmap, control flow, jit in practice, SPMD, and the
-# digits CNN end to end) are planned in `DESIGN.md`.
+# Next, tutorial 09 differentiates programs (jvp, linearize, transpose, vjp) and tutorial 10
+# vectorizes them (vmap); the chapters after them follow the outline in `DESIGN.md` ("The
+# course") up to tutorial 14, which puts the course together on the digits CNN.

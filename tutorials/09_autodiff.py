@@ -424,7 +424,8 @@ assert curve[-1] < 0.1 * curve[0]
 #
 # - the **ReLU mask** of the backward pass (`max`'s JVP rule: `x == max(x, 0)`, halved at a tie)
 #   is not a kernel or a buffer of its own: it is recomputed from the forward pre-activation
-#   inside the kLoop fusion that multiplies it with the incoming cotangent;
+#   inside the fusion that multiplies it with the incoming cotangent (a kLoop kernel, or the
+#   epilogue of the GEMM that computes that cotangent when fusion can put it there);
 # - the **weight gradient** of the convolution (the rhs transpose of section 3) runs as a
 #   register-tiled GEMM (strategy `gemm`), with the SGD update `w - lr * g` fused into its
 #   epilogue (kOutput). Conv canonicalization (`conv_canonicalization.py`, after XLA:CPU's) put
@@ -462,7 +463,7 @@ for k in step.executable.kernels():
 # %%
 kernels = step.executable.kernels()
 mask = [k for k in kernels if "compare" in k["opcodes"] and "maximum" in k["opcodes"]]
-assert mask and all(k["kind"] in ("kLoop", "kInput") and "multiply" in k["opcodes"] for k in mask)
+assert mask and all(k["kind"] in ("kLoop", "kInput", "kOutput") and "multiply" in k["opcodes"] for k in mask)
 assert not any(k["kind"] == "compare" for k in kernels)  # the mask is never a kernel of its own
 convs = [k for k in kernels if "convolution" in k["opcodes"]]
 assert len(convs) == 2  # forward and weight gradient; no input gradient

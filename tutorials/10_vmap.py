@@ -364,5 +364,5 @@ except NotImplementedError as e:
     print("not written yet:", e)
 
 # %% [markdown]
-# Next, tutorial 11 puts control flow (`cond`, `while_loop`, `scan`) into jaxprs, HLO and
-# machine code.
+# Next in the course's outline (`DESIGN.md`), tutorial 11 puts control flow (`cond`,
+# `while_loop`, `scan`) into jaxprs, HLO and machine code.
