@@ -143,15 +143,16 @@ np.testing.assert_allclose(minixla.vmap(lambda a, b: a @ b)(a, b), jax.vmap(lamb
 np.testing.assert_allclose(minixla.vmap(lambda w, x: w @ x, in_axes=(None, 0))(w, b), b @ w.T, rtol=1e-5)
 
 # %% [markdown]
-# Compiled, the batch of 8 matrix-vector products is one `dot` kernel (a GEMM), not 8. The
-# transposes around it are the rule's price for moving `x`'s batch axis last (the reshapes
-# come from `mnp`'s matrix-vector `@`); JAX's rule leaves the axis where it is and works out
-# where it lands instead. That is a possible improvement of minixla, and a harder exercise.
+# Compiled, the batch of 8 matrix-vector products is one `dot` kernel (a GEMM), not 8. The rule
+# leaves `x`'s batch axis where it is (the dimension numbers skip over it) and works out where it
+# lands in the output: after `w`'s free dim, so the product is `(3, 8)`. The one `transpose` left
+# is `vmap`'s `out_axes=0` moving that axis to the front.
 
 # %%
 compiled = minixla.jit(minixla.vmap(lambda w, x: w @ x, in_axes=(None, 0))).lower(w, b).compile()
 print([(k["kind"], k["opcodes"]) for k in compiled.kernels()])
 assert sum(k["kind"] == "dot" for k in compiled.kernels()) == 1
+assert sum(k["kind"] == "transpose" for k in compiled.kernels()) <= 1
 
 # %% [markdown]
 # ## 3. The fallback order

@@ -310,16 +310,22 @@ def _dot_general_b(vals, dims, *, dimension_numbers, precision=None, preferred_e
         inc = lambda ds: tuple(d + 1 for d in ds)  # noqa: E731
         dn = ((inc(xc), inc(yc)), ((0,) + inc(xb), (0,) + inc(yb)))
         return L.dot_general_p.bind(x, y, dimension_numbers=dn, **params), 0
+    # One batched: its batch axis stays where it is, as one more free dim (no transpose); the
+    # dimension numbers skip over it, and it lands in the output after the batch dims, x's
+    # free dims before it (and, for y, all of x's free dims).
+    def skip(ds, b):
+        return tuple(d + (d >= b) for d in ds)
+
+    def free_before(b, contracting, batch):
+        return sum(1 for d in range(b) if d not in contracting and d not in batch)
     if dx is not None:
-        x = moveaxis(x, dx, get_aval(x).ndim - 1)  # last: after every free dim of x
-        dn = ((tuple(xc), tuple(yc)), (tuple(xb), tuple(yb)))
-        out = L.dot_general_p.bind(x, y, dimension_numbers=dn, **params)
-        x_free = get_aval(x).ndim - len(xc) - len(xb)
-        return out, len(xb) + x_free - 1
-    y = moveaxis(y, dy, get_aval(y).ndim - 1)
-    dn = ((tuple(xc), tuple(yc)), (tuple(xb), tuple(yb)))
-    out = L.dot_general_p.bind(x, y, dimension_numbers=dn, **params)
-    return out, get_aval(out).ndim - 1
+        xc, xb = skip(xc, dx), skip(xb, dx)
+        out = L.dot_general_p.bind(x, y, dimension_numbers=((xc, tuple(yc)), (xb, tuple(yb))), **params)
+        return out, len(xb) + free_before(dx, xc, xb)
+    yc, yb = skip(yc, dy), skip(yb, dy)
+    out = L.dot_general_p.bind(x, y, dimension_numbers=((tuple(xc), yc), (tuple(xb), yb)), **params)
+    x_free = get_aval(x).ndim - len(xc) - len(xb)
+    return out, len(xb) + x_free + free_before(dy, yc, yb)
 
 
 batching_rules[L.dot_general_p] = _dot_general_b
