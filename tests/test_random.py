@@ -207,3 +207,23 @@ def test_nextafter():
     for backend in BACKENDS:
         got = minixla.jit(lax.nextafter, backend=backend)(x[:7], y[:7])
         np.testing.assert_array_equal(_bits(got), _bits(want[:7]))
+
+
+def test_nn_initializers_as_jax():
+    import jax.nn.initializers as ji
+    import minixla.nn.initializers as mi
+    key, jkey = _key(), jr.PRNGKey(SEED)
+    cases = [(n, getattr(mi, n)(), getattr(ji, n)(), (6, 5)) for n in
+             ("glorot_normal", "he_uniform")]
+    cases += [("variance_scaling", mi.variance_scaling(0.7, "fan_geo_avg", "normal", in_axis=(0, 1), out_axis=2),
+               ji.variance_scaling(0.7, "fan_geo_avg", "normal", in_axis=(0, 1), out_axis=2), (2, 3, 4)),
+              ("uniform", mi.uniform(0.5), ji.uniform(0.5), (7,)),
+              ("constant", mi.constant(3.), ji.constant(3.), (2,)), ("zeros", mi.zeros, ji.zeros, (2,)),
+              ("ones", mi.ones, ji.ones, (2,))]
+    for name, mine, theirs, shape in cases:
+        np.testing.assert_array_equal(_bits(mine(key, shape)), _bits(theirs(jkey, shape)), err_msg=name)
+    for backend in BACKENDS:  # (glorot_normal is a truncated normal: exact on the hand-off)
+        got = minixla.jit(lambda k: mi.he_uniform()(k, (6, 5)), backend=backend)(key)
+        np.testing.assert_array_equal(_bits(got), _bits(ji.he_uniform()(jkey, (6, 5))))
+    with pytest.raises(ValueError, match="invalid mode"):
+        mi.variance_scaling(1., "fan_bad", "normal")(key, (2, 2))
