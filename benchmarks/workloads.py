@@ -127,6 +127,10 @@ def attention(ns, q, k, v):
     return xnp.matmul(p, v)
 
 
+def sort(ns, x):
+    return ns.np.sort(x)
+
+
 def tiny(ns, x):
     return x * F32(2) + F32(1)
 
@@ -186,6 +190,8 @@ def workloads(scale: float = 1.0) -> list[Workload]:
                  f"Conv+Bias+ReLU NHWC ({cn},{chw},{chw},{cc}) HWIO (3,3,{cc},{cc}) SAME"),
         Workload("attention", attention, attention_args(ab, 4, aseq, 64), "compute", attention_flops,
                  f"softmax(q·kᵀ/√d)·v, batch {ab}, 4 heads, seq {aseq}, d 64"),
+        Workload("sort", sort, lambda r, s: (_normal(r, _shrink(1024 * 1024, scale)),), "memory", _bytes,
+                 f"sort of {_shrink(1024 * 1024, scale)} float32 (minixla: an LLVM radix sort)"),
         Workload("dispatch", tiny, lambda r, s: (_normal(r, 8),), "dispatch", _bytes,
                  "cached call of x*2+1 on 8 elements"),
     ]

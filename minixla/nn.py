@@ -143,3 +143,11 @@ def one_hot(x, num_classes: int, *, dtype=None, axis=-1):
 # Every public function is an API boundary: an error escaping it names the function, the
 # shapes it was given and the user's line (``errors.api_boundary``). Keep this at the end.
 errors.wrap_public_functions(globals())
+
+
+# ``minixla.nn.initializers`` (issue 14): a module of its own, reachable as an attribute and by
+# ``import minixla.nn.initializers`` (nn is a module, so the submodule is registered by name).
+import sys as _sys  # noqa: E402
+from minixla import _nn_initializers as initializers  # noqa: E402
+
+_sys.modules[__name__ + ".initializers"] = initializers

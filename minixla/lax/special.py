@@ -65,14 +65,14 @@ def fma(a, b, c):
 
 def nextafter(x1, x2):
     """The next float after ``x1`` towards ``x2``, elementwise (``jax.lax.nextafter``), for
-    float32 and float64, built from integer ops on the bits; NaN if either is NaN. Denormal
+    every float dtype, built from integer ops on the bits; NaN if either is NaN. Denormal
     steps are exact bits (XLA:CPU would flush a denormal result to zero in later arithmetic)."""
     x1, x2 = _scalar_like(x1, x2), _scalar_like(x2, x1)
     dt = get_aval(x1).dtype
-    if dt != get_aval(x2).dtype or dt.name not in ("float32", "float64"):
-        raise errors.DTypeError(f"nextafter requires two float32 or float64 arguments, got "
+    if dt != get_aval(x2).dtype or not _is_float(dt):
+        raise errors.DTypeError(f"nextafter requires two float arguments of one dtype, got "
                                 f"{dt.name}, {get_aval(x2).dtype.name}")
-    it = np.dtype("int32" if dt.itemsize == 4 else "int64")
+    it = np.dtype(f"int{8 * dt.itemsize}")
     shape = get_aval(x1).shape
 
     def const(v, dtype):  # a constant of x1's shape (select_n takes no rank-0 cases)
