@@ -135,7 +135,24 @@ def _pp_param(v) -> str:
 
 def pp_jaxpr(jaxpr: Jaxpr, width: int = 80) -> str:
     names: dict[int, str] = {}
-    gen = _var_names()
+    return _pp_jaxpr(jaxpr, names, _var_names(), 0, width, 0)
+
+
+def _has_jaxpr(v) -> bool:
+    return isinstance(v, (ClosedJaxpr, Jaxpr)) or (
+        isinstance(v, tuple) and any(isinstance(x, (ClosedJaxpr, Jaxpr)) for x in v))
+
+
+def _pp_jaxpr(jaxpr, names, gen, indent: int, width: int, lead: int) -> str:
+    """``jaxpr`` with its body lines indented by ``indent + 4`` (``in`` by ``indent + 2``); the
+    variable names continue ``names``/``gen`` so that sub-jaxprs (the branches of ``cond``, the
+    bodies of ``while``/``scan``) use fresh letters, as JAX prints them; ``lead`` is the column
+    the text starts at (a one-line jaxpr must end by ``width``). An equation output no
+    one reads prints as ``_``."""
+    if isinstance(jaxpr, ClosedJaxpr):
+        jaxpr = jaxpr.jaxpr
+    used = {a.id for e in jaxpr.eqns for a in e.invars if isinstance(a, Var)}
+    used |= {a.id for a in jaxpr.outvars if isinstance(a, Var)}
 
     def name(atom) -> str:
         if isinstance(atom, Literal):
@@ -144,16 +161,31 @@ def pp_jaxpr(jaxpr: Jaxpr, width: int = 80) -> str:
             names[atom.id] = next(gen)
         return names[atom.id]
 
-    def binder(v: Var) -> str:
+    def binder(v: Var, drop=False) -> str:
+        if drop and v.id not in used:
+            return f"_:{v.aval.str_short()}"
         return f"{name(v)}:{v.aval.str_short()}"
 
     consts = " ".join(binder(v) for v in jaxpr.constvars)
     ins = " ".join(binder(v) for v in jaxpr.invars)
+    pad = " " * (indent + 4)
     eqn_lines = []
     for eqn in jaxpr.eqns:
-        lhs = " ".join(binder(v) for v in eqn.outvars)
+        lhs = " ".join(binder(v, drop=True) for v in eqn.outvars)
         params = ""
-        if eqn.params:
+        if eqn.params and any(_has_jaxpr(v) for v in eqn.params.values()):
+            lines = []
+            for k, v in eqn.params.items():
+                if isinstance(v, tuple) and _has_jaxpr(v):
+                    lines.append(f"{pad}  {k}=(")
+                    lines += [f"{pad}    " + _pp_jaxpr(j, names, gen, indent + 8, width, len(pad) + 4) for j in v]
+                    lines.append(f"{pad}  )")
+                elif _has_jaxpr(v):
+                    lines.append(f"{pad}  {k}=" + _pp_jaxpr(v, names, gen, indent + 6, width, len(pad) + 3 + len(k)))
+                else:
+                    lines.append(f"{pad}  {k}={_pp_param(v)}")
+            params = "[\n" + "\n".join(lines) + f"\n{pad}]"
+        elif eqn.params:
             params = "[" + " ".join(f"{k}={_pp_param(v)}" for k, v in eqn.params.items()) + "]"
         rhs = " ".join(name(a) for a in eqn.invars)
         eqn_lines.append(f"{lhs} = {eqn.primitive.name}{params} {rhs}".rstrip())
@@ -161,7 +193,7 @@ def pp_jaxpr(jaxpr: Jaxpr, width: int = 80) -> str:
     outs = f"({outs},)" if len(jaxpr.outvars) == 1 else f"({outs})"
     head = f"{{ lambda {consts}; {ins}. let"
     one_line = f"{head} {' '.join(eqn_lines)} in {outs} }}" if eqn_lines else f"{head} in {outs} }}"
-    if len(eqn_lines) <= 1 and len(one_line) <= width:
+    if len(eqn_lines) <= 1 and "\n" not in one_line and len(one_line) + lead <= width:
         return one_line
-    body = "\n".join("    " + line for line in eqn_lines)
-    return f"{head}\n{body}\n  in {outs} }}"
+    body = "\n".join(pad + line for line in eqn_lines)
+    return f"{head}\n{body}\n{' ' * (indent + 2)}in {outs} }}"

@@ -68,14 +68,28 @@ def lower_jaxpr(closed: ClosedJaxpr, name: str = "jit_fn") -> HloModule:
     comp = module.new_computation("main")
     module.entry = comp
     ctx = LoweringContext(module, comp)
-    env = {}
     jaxpr = closed.jaxpr
+    params = []
     for i, v in enumerate(jaxpr.invars):
         p = HloInstruction("parameter", shape_of(v.aval), name=f"p{i}", parameter_number=i)
         module._names.add(p.name)
-        env[v] = comp.add_instruction(p)
-    for v, value in zip(jaxpr.constvars, closed.consts):
-        env[v] = ctx.constant(np.asarray(value), v.aval.dtype)
+        params.append(comp.add_instruction(p))
+    consts = [ctx.constant(np.asarray(value), v.aval.dtype) for v, value in zip(jaxpr.constvars, closed.consts)]
+    outs = lower_jaxpr_body(ctx, jaxpr, consts, params)
+    if len(outs) == 1:
+        comp.root = outs[0]
+    else:
+        comp.root = ctx.add("tuple", Shape.tuple_of([o.shape for o in outs]), outs)
+    comp.remove_dead()
+    return module
+
+
+def lower_jaxpr_body(ctx: LoweringContext, jaxpr, consts, args) -> list:
+    """Lower ``jaxpr``'s equations into ``ctx.comp`` given HLO instructions for its constvars
+    and invars; returns the instructions of its outputs. Control-flow rules call it for their
+    sub-jaxprs, each into a computation of its own."""
+    env = dict(zip(jaxpr.constvars, consts))
+    env.update(zip(jaxpr.invars, args))
 
     def read(atom):
         if isinstance(atom, Literal):
@@ -91,16 +105,13 @@ def lower_jaxpr(closed: ClosedJaxpr, name: str = "jit_fn") -> HloModule:
             ctx.metadata.update(source_file=eqn.source_info.filename, source_line=eqn.source_info.lineno)
         operands = [read(a) for a in eqn.invars]
         in_avals = [a.aval for a in eqn.invars]
-        out = rule(ctx, operands, in_avals, eqn.outvars[0].aval, **eqn.params)
-        env[eqn.outvars[0]] = out
+        if eqn.primitive.multiple_results:  # (control flow) a list of avals in, of instructions out
+            outs = rule(ctx, operands, in_avals, [v.aval for v in eqn.outvars], **eqn.params)
+            env.update(zip(eqn.outvars, outs))
+        else:
+            env[eqn.outvars[0]] = rule(ctx, operands, in_avals, eqn.outvars[0].aval, **eqn.params)
     ctx.metadata = {}
-    outs = [read(a) for a in jaxpr.outvars]
-    if len(outs) == 1:
-        comp.root = outs[0]
-    else:
-        comp.root = ctx.add("tuple", Shape.tuple_of([o.shape for o in outs]), outs)
-    comp.remove_dead()
-    return module
+    return [read(a) for a in jaxpr.outvars]
 
 
 # ---------------------------------------------------------------------------------------
@@ -501,3 +512,6 @@ def _cumulative(opcode):
 for _prim, _opcode in [(lax.cumsum_p, "add"), (lax.cumprod_p, "multiply"), (lax.cummax_p, "maximum"),
                        (lax.cummin_p, "minimum")]:
     lowering_rules[_prim] = _cumulative(_opcode)
+
+
+from minixla.hlo import control_flow as _control_flow  # noqa: E402,F401 (its rows: while, conditional)

@@ -17,12 +17,14 @@ The families, each building on the ones before it:
 - ``reductions``: ``reduce_*``, ``argmax``/``argmin``, ``cumsum`` & co.
 - ``contractions``: ``dot_general``, ``conv_general_dilated``
 - ``indexing``: ``dynamic_slice``, ``gather``/``scatter``, ``GatherScatterMode``
+- ``control_flow``: ``cond``, ``switch``, ``while_loop``, ``fori_loop``, ``scan``, ``map`` (sub-jaxprs)
 
 This module is the public face: it re-exports every family's names.
 """
 from minixla.core import errors
 from minixla.lax import base, elementwise, structural  # noqa: I001 (in layer order)
 from minixla.lax import reductions, contractions, indexing
+from minixla.lax import control_flow
 from minixla.lax.base import *  # noqa: F401,F403
 from minixla.lax.elementwise import *  # noqa: F401,F403
 from minixla.lax.elementwise import _convert_weak  # noqa: F401 (minixla.numpy's promotion)
@@ -30,8 +32,10 @@ from minixla.lax.structural import *  # noqa: F401,F403
 from minixla.lax.reductions import *  # noqa: F401,F403
 from minixla.lax.contractions import *  # noqa: F401,F403
 from minixla.lax.indexing import *  # noqa: F401,F403
+from minixla.lax.control_flow import *  # noqa: F401,F403
+from minixla.lax.control_flow import cond_p, while_p, scan_p  # noqa: F401
 
 # Every public function is an API boundary: an error escaping it names the function, the
 # shapes it was given and the user's line (``errors.api_boundary``). Keep this at the end.
 errors.wrap_package_functions(globals(), [base, elementwise, structural, reductions, contractions,
-                                          indexing])
+                                          indexing, control_flow])

@@ -121,7 +121,7 @@ _CHEAP = {"constant", "iota", "broadcast", "reshape"}
 _EXPENSIVE = {"exponential", "log", "tanh", "logistic", "divide", "sqrt", "rsqrt", "power"}
 _CONTRACTIONS = {"dot", "convolution"}
 #: entry instructions that launch no kernel (a row-major reshape is a bitcast).
-NOT_KERNELS = {"parameter", "constant", "tuple", "reshape"}
+NOT_KERNELS = {"parameter", "constant", "tuple", "reshape", "get-tuple-element", "while", "conditional"}
 
 
 def _is_elementwise(instr) -> bool:
