@@ -672,3 +672,6 @@ def _cumulative_jvp(prim, combine, identity):
 _cumulative_jvp(L.cumprod_p, L.mul, 1)
 _cumulative_jvp(L.cummax_p, L.max, -np.inf)
 _cumulative_jvp(L.cummin_p, L.min, np.inf)
+
+
+from minixla.interpreters import control_flow_rules  # noqa: E402,F401 (cond, while, scan)

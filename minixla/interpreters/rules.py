@@ -30,20 +30,17 @@ MISSING = {
         "scatter-mul": "needs the product of the colliding updates (JAX's rule); not done yet",
         "scatter-min": "needs the tie handling of colliding updates; not done yet",
         "scatter-max": "needs the tie handling of colliding updates; not done yet",
-        "cond": "control flow (issue 15): the jvp of each branch, not done yet",
-        "while": "control flow (issue 15): the jvp of cond/body, not done yet",
-        "scan": "control flow (issue 15): the jvp of the body, not done yet",
     },
     "transpose": {
         "scatter": "follows its JVP rule (missing)",
         "scatter-mul": "follows its JVP rule (missing)",
     },
-    "batching": {
-        "cond": "control flow (issue 15): both branches and a select for a batched predicate, not done yet",
-        "while": "control flow (issue 15): a batched predicate runs until every element is done, not done yet",
-        "scan": "control flow (issue 15): the batched body, not done yet",
-    },
+    "batching": {},
 }
+
+
+#: primitives with a JVP but no reverse mode, as in JAX (their transpose rule raises JAX's error)
+FORWARD_ONLY = {"while": "the trip count is unknown: use scan or a fori_loop with static bounds"}
 
 
 def rules(prim) -> dict:

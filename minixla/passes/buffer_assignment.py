@@ -152,6 +152,8 @@ def reads_only_at_output_index(instr, position: int) -> bool:
     """Rule 3(c): does kernel ``instr`` read operand ``position`` only at the index it writes?"""
     if instr.opcode in _BITCASTS:
         return False
+    if instr.opcode == "dynamic-update-slice":  # its operand, where no update lands, index for index
+        return position == 0 and not any(o is instr.operands[0] for o in instr.operands[1:])
     if instr.is_elementwise() or instr.opcode in _ELEMENTWISE_EXTRA:
         return all(o.shape.dims == instr.shape.dims for o in instr.operands)
     if instr.opcode != "fusion" or instr.attrs.get("kind") != "kLoop":
@@ -159,6 +161,9 @@ def reads_only_at_output_index(instr, position: int) -> bool:
     comp = instr.fused_computation
     root = comp.root
     users = comp.users()
+    if root.opcode == "dynamic-update-slice":  # written in place over that operand (only)
+        param = comp.parameters[position]
+        return root.operands[0] is param and users[param] == [root]
 
     memo = {}  # each instruction once: a fusion of diamonds has exponentially many paths
 

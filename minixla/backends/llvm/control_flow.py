@@ -20,7 +20,10 @@ its whole tuple; ``get-tuple-element`` names an element inside it):
 
 - The loop's **state** lives in that one buffer set for all iterations: the condition and the
   body read their parameter elements straight from it (XLA colocates the while's operand,
-  the computations' parameters, the body's root and the result).
+  the computations' parameters, the body's root and the result). An element the body passes
+  through unchanged (a ``scan``'s ``xs``, closed-over weights) is read where the operand is,
+  never copied. The body may update an element in place at its last use (its parameters are
+  "donated" to it): a ``scan``'s ``dynamic-update-slice`` of ``ys`` writes one row per step.
 - Each called computation is *flattened* (its one tuple parameter split into one parameter per
   element) and gets a buffer assignment of its own; its temporaries live in a region of the
   arena appended after the caller's (a loop body's temporaries are reused by every iteration).
@@ -117,12 +120,15 @@ class SubProgram:
 
     ``param_keys[k]``: the caller's buffer holding element ``k`` of the parameter."""
 
-    def __init__(self, comp, param_keys, ctx: ControlContext):
+    def __init__(self, comp, param_keys, ctx: ControlContext, writable_params: bool = False):
         from minixla.backends.llvm.executable import buffer_key
         self._buffer_key = buffer_key
         self.module = flatten_computation(comp)
         self.entry = self.module.entry
-        self.assignment = assign_buffers(self.module)
+        # A loop body may overwrite a state element at its last use (an update in place, as a
+        # donated argument): the state is the body's to change. Branches and conditions may not.
+        donated = range(len(self.entry.parameters)) if writable_params else ()
+        self.assignment = assign_buffers(self.module, donated=donated)
         self.param_keys = list(param_keys)
         self.base = ctx.reserve(self.assignment.arena_size)
         self.ctx = ctx
@@ -167,7 +173,7 @@ class SubProgram:
             if instr.opcode in _VIEWS or instr.shape.size == 0:
                 continue
             if instr.opcode in CONTROL_OPCODES:
-                self.calls.append(control_step(instr, self.key, self.ctx))
+                self.calls.append(control_step(instr, self.key, self.ctx, self.entry))
                 continue
             kernel = self.ctx.make_kernel(instr, self.assignment.in_place.get(instr, ()))
             keys = [self.key(instr)] + [self.key(i) for i in kernel.inputs]
@@ -190,6 +196,13 @@ class SubProgram:
             kernel, keys = c
             args = [_load_slot(plan, b, table, key) for key in keys]
             b.call(b.module.globals[kernel.symbol], args + [T.i64(0), T.i64(kernel.units)])
+
+
+def _param_number(instr):
+    """The parameter ``instr`` is (through bitcasts), or None: not a value computed in place of one."""
+    while instr.opcode in ("reshape", "bitcast"):
+        instr = instr.operands[0]
+    return instr.parameter_number if instr.opcode == "parameter" else None
 
 
 def _load_slot(plan, b, table, key):
@@ -229,18 +242,28 @@ class ControlStep:
 class WhileStep(ControlStep):
     strategy = "loop"
 
-    def __init__(self, instr, keyfn, ctx):
+    def __init__(self, instr, keyfn, ctx, used=None):
         super().__init__(instr)
         shapes = instr.shape.tuple_shapes
         base = keyfn(instr)
-        self.state = [("temp", base[1] + off) for off in tuple_offsets(instr.shape)]
+        self.result = [("temp", base[1] + off) for off in tuple_offsets(instr.shape)]
+        self.state = list(self.result)
         self.sizes = [s.nbytes for s in shapes]
         self.init = element_keys(instr.operands[0], keyfn)
         cond_comp, body_comp = instr.called
+        body = SubProgram(body_comp, self.state, ctx, writable_params=True)
+        # An element the body passes through unchanged (consts, a scan's xs) is read in place
+        # of the operand, never copied; it is copied to the result only if the caller reads it.
+        self.exit_copies = []
+        for k, r in enumerate(body.roots):
+            if _param_number(r) == k:
+                self.state[k] = self.init[k]
+                if used is None or k in used:
+                    self.exit_copies.append((self.result[k], self.init[k], self.sizes[k]))
+        body.param_keys = self.state
         self.cond = SubProgram(cond_comp, self.state, ctx)
         self.cond.build([("temp", ctx.reserve(1))])
         self.pred = self.cond.key(self.cond.entry.root)
-        body = SubProgram(body_comp, self.state, ctx)
         definers, last = body.output_definers(), body.last_reads()
         step = {i: n for n, i in enumerate(body.assignment.schedule)}
         out_keys = []
@@ -269,6 +292,9 @@ class WhileStep(ControlStep):
     def keys(self):
         yield from self.state
         yield from self.init
+        for dst, src, _ in self.exit_copies:
+            yield dst
+            yield src
         yield from self.cond.keys()
         yield self.pred
         yield from self.body.keys()
@@ -292,6 +318,8 @@ class WhileStep(ControlStep):
             _memcpy(plan, b, table, dst, src, n)
         b.branch(head)
         b.position_at_end(done)
+        for dst, src, n in self.exit_copies:
+            _memcpy(plan, b, table, dst, src, n)
 
 
 class ConditionalStep(ControlStep):
@@ -343,13 +371,16 @@ class ConditionalStep(ControlStep):
         b.position_at_end(done)
 
 
-def control_step(instr, keyfn, ctx) -> ControlStep:
-    """The plan step of a ``while`` or ``conditional`` whose own buffer is ``keyfn(instr)``."""
+def control_step(instr, keyfn, ctx, comp=None) -> ControlStep:
+    """The plan step of a ``while`` or ``conditional`` of computation ``comp`` whose own buffer
+    is ``keyfn(instr)``."""
     key = keyfn(instr)
     if key[0] != "temp":
         raise UnsupportedError(f"LLVM backend: %{instr.name} must have a temporary buffer, got {key}")
     if instr.opcode == "while":
-        return WhileStep(instr, keyfn, ctx)
+        used = None if comp is None else {
+            u.attrs["index"] for u in comp.instructions if u.opcode == "get-tuple-element" and u.operands[0] is instr}
+        return WhileStep(instr, keyfn, ctx, used)
     return ConditionalStep(instr, keyfn, ctx)
 
 

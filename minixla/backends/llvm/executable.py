@@ -455,7 +455,7 @@ def compile_module(module, assignment, num_threads: int | None = None) -> LlvmEx
         if instr.opcode in _NO_KERNEL:
             continue
         if instr.opcode in CONTROL_OPCODES:  # a loop or branch: kernels of its computations
-            kernels.append(control_step(instr, lambda i: buffer_key(i, assignment), control))
+            kernels.append(control_step(instr, lambda i: buffer_key(i, assignment), control, module.entry))
             continue
         kernels.append(make_kernel(instr, getattr(assignment, "in_place", {}).get(instr, ())))
     if control.arena_size > assignment.arena_size and control.constants is not None:
