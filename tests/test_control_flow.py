@@ -258,3 +258,12 @@ def test_errors_match_jax():
     # the same errors while tracing under jit
     m = _error(lambda: minixla.jit(lambda v: lax.while_loop(lambda c: c < 3, lambda c: c[:2], v))(x))
     assert "so the shapes do not match" in m
+
+
+def test_readme_control_flow_example():
+    import pathlib
+    readme = (pathlib.Path(__file__).parent.parent / "README.md").read_text()
+    section = readme[readme.index("## Control flow"):readme.index("## The digits CNN")]
+    shown = str(minixla.make_jaxpr(lambda x: lax.fori_loop(0, 5, lambda i, c: c + i, x))(1.0))
+    assert shown in section
+    assert shown == str(jax.make_jaxpr(lambda x: jax.lax.fori_loop(0, 5, lambda i, c: c + i, x))(1.0))

@@ -92,14 +92,16 @@ def flatten_computation(comp):
         if instr.opcode == "get-tuple-element" and instr.operands[0] is param:
             mapping[instr] = elems[instr.attrs["index"]]
             continue
-        if any(o is param for o in instr.operands):
-            raise UnsupportedError(f"LLVM backend: %{instr.name} uses the tuple parameter of "
-                                   f"%{comp.name} other than through get-tuple-element")
+        if any(o is param for o in instr.operands) and param not in mapping:
+            # the whole state (a nested loop started from it): a tuple of the element parameters
+            mapping[param] = flat.add_instruction(HloInstruction("tuple", param.shape, elems,
+                                                                 name=f"{param.name}.t"))
         mapping[instr] = flat.add_instruction(HloInstruction(
             instr.opcode, instr.shape, [mapping[o] for o in instr.operands], instr.attrs,
             instr.called, instr.name, instr.parameter_number, instr.literal, instr.metadata))
     if comp.root is param:
-        flat.root = flat.add_instruction(HloInstruction("tuple", param.shape, elems, name=f"{param.name}.t"))
+        flat.root = mapping.get(param) or flat.add_instruction(
+            HloInstruction("tuple", param.shape, elems, name=f"{param.name}.t"))
     else:
         flat.root = mapping[comp.root]
     return module
