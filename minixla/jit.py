@@ -62,10 +62,23 @@ def _backend_compile(backend, module, assignment):
     return compile_module(module, assignment)
 
 
+def loop_passes() -> list:
+    """XLA's control-flow passes, in the simplification fixed point (``passes/while_loop_*.py``)."""
+    from minixla.passes.conditional_simplifier import ConditionalSimplifier
+    from minixla.passes.tuple_simplifier import TupleSimplifier
+    from minixla.passes.while_loop_constant_sinking import WhileLoopConstantSinking
+    from minixla.passes.while_loop_invariant_code_motion import WhileLoopInvariantCodeMotion
+    from minixla.passes.while_loop_simplifier import WhileLoopSimplifier
+    return [TupleSimplifier(), ConditionalSimplifier(), WhileLoopConstantSinking(), WhileLoopSimplifier(),
+            WhileLoopInvariantCodeMotion()]
+
+
 def optimization_pipeline(after_pass=None) -> PassPipeline:
     """The passes ``compile()`` runs, in order (XLA's ``RunHloPasses``)::
 
-        simplify, to a fixed point (<= 25 rounds): cse, constant-folding, algebraic-simplifier, dce
+        simplify, to a fixed point (<= 25 rounds): cse, constant-folding, algebraic-simplifier,
+            tuple-simplifier, conditional-simplifier, while-loop-constant-sinking,
+            while-loop-simplifier, while-loop-invariant-code-motion, dce
         transpose-folding, conv-canonicalization, dce
         fusion
         dce
@@ -74,7 +87,8 @@ def optimization_pipeline(after_pass=None) -> PassPipeline:
     uses it to verify (``MINIXLA_VERIFY=1``) and dump (``MINIXLA_DUMP``).
     """
     simplify = PassPipeline("simplify", [CommonSubexpressionElimination(), ConstantFolding(),
-                                         AlgebraicSimplifier(), DeadCodeElimination()], after_pass)
+                                         AlgebraicSimplifier(), *loop_passes(), DeadCodeElimination()],
+                            after_pass)
 
     def after_top_level_pass(name, module):
         # The fixed point's own passes were already reported one by one.

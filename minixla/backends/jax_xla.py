@@ -252,3 +252,32 @@ jax_rules["fma"] = lambda instr, a, b, c: a * b + c
 jax_rules["sort"] = lambda instr, *xs: lax.sort(
     xs, dimension=instr.attrs["dimensions"][0], is_stable=instr.attrs["is_stable"],
     num_keys=instr.attrs["num_keys"])[instr.attrs["result_index"]]
+
+
+# ---------------------------------------------------------------------------------------
+# Control flow: a ``while`` is ``lax.while_loop`` and a ``conditional`` is ``lax.switch`` over
+# the called computations, evaluated with these same rules (XLA then compiles real loops).
+
+jax_rules["get-tuple-element"] = lambda instr, t: t[instr.attrs["index"]]
+
+
+def _while(instr, state):
+    cond, body = instr.called
+    return lax.while_loop(lambda s: evaluate_computation(cond, [s]),
+                          lambda s: tuple(evaluate_computation(body, [s])), tuple(state))
+
+
+def _conditional(instr, index, *operands):
+    n = len(instr.called)
+    if index.dtype == np.bool_:  # true_computation, false_computation
+        branches, index = instr.called[::-1], lax.convert_element_type(index, np.int32)
+        operands = operands[::-1]
+    else:  # HLO runs the last branch for any index out of range; lax.switch would clamp a negative one to 0
+        branches = instr.called
+        index = jnp.where((index < 0) | (index >= n), jnp.int32(n - 1), index)
+    fns = [(lambda c, k: lambda ops: evaluate_computation(c, [ops[k]]))(c, k) for k, c in enumerate(branches)]
+    return lax.switch(index, fns, tuple(operands))
+
+
+jax_rules["while"] = _while
+jax_rules["conditional"] = _conditional

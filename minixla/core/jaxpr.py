@@ -133,61 +133,20 @@ def _pp_param(v) -> str:
     return str(v)
 
 
+def pp_jaxpr(jaxpr: Jaxpr, width: int = 80) -> str:
+    names: dict[int, str] = {}
+    return _pp_jaxpr(jaxpr, names, _var_names(), 0, width, 0)
+
+
+#: call-like primitives (their sub-jaxpr is inlined when lowered), printed as JAX prints them
+_CALLS = {"custom_jvp_call", "custom_vjp_call", "remat2", "jit"}
+
+
 def _jaxpr_of(v):
     """The ``Jaxpr`` inside a param value (a sub-jaxpr of a call or control-flow equation), or None."""
     if isinstance(v, ClosedJaxpr):
         return v.jaxpr
     return v if isinstance(v, Jaxpr) else None
-
-
-def pp_jaxpr(jaxpr: Jaxpr, width: int = 80) -> str:
-    """``jaxpr`` in JAX's layout. An equation with a sub-jaxpr param (``custom_jvp_call``,
-    ``remat2``, ...) is printed as JAX prints it: one param a line, ``name`` first then the
-    others sorted, the sub-jaxpr indented under its param, its variables named on from the
-    outer ones."""
-    gen = _var_names()
-    return _pp_jaxpr(jaxpr, 0, {}, gen, width)
-
-
-def _pp_jaxpr(jaxpr: Jaxpr, indent: int, names: dict, gen, width: int, nested: bool = False) -> str:
-    def name(atom) -> str:
-        if isinstance(atom, Literal):
-            return atom.pretty()
-        if atom.id not in names:
-            names[atom.id] = next(gen)
-        return names[atom.id]
-
-    def binder(v: Var) -> str:
-        return f"{name(v)}:{v.aval.str_short()}"
-
-    consts = " ".join(binder(v) for v in jaxpr.constvars)
-    ins = " ".join(binder(v) for v in jaxpr.invars)
-    eqn_lines = []
-    for eqn in jaxpr.eqns:
-        lhs = " ".join(binder(v) for v in eqn.outvars)
-        if any(_jaxpr_of(v) is not None for v in eqn.params.values()):
-            eqn_lines.append(_pp_call_eqn(eqn, lhs, indent + 4, names, gen, width, name))
-            continue
-        params = ""
-        if eqn.params:
-            params = "[" + " ".join(f"{k}={_pp_param(v)}" for k, v in eqn.params.items()) + "]"
-        rhs = " ".join(name(a) for a in eqn.invars)
-        eqn_lines.append(f"{lhs} = {eqn.primitive.name}{params} {rhs}".rstrip())
-    outs = ", ".join(name(a) for a in jaxpr.outvars)
-    outs = f"({outs},)" if len(jaxpr.outvars) == 1 else f"({outs})"
-    head = f"{{ lambda {consts}; {ins}. let"
-    single = all("\n" not in line for line in eqn_lines)
-    if nested:  # JAX's nested jaxprs go on one line, "; "-separated, when they fit
-        one_line = f"{head} {'; '.join(eqn_lines)} in {outs} }}" if eqn_lines else f"{head} in {outs} }}"
-        if single and indent + len(one_line) <= width:
-            return one_line
-    else:
-        one_line = f"{head} {' '.join(eqn_lines)} in {outs} }}" if eqn_lines else f"{head} in {outs} }}"
-        if len(eqn_lines) <= 1 and single and len(one_line) <= width:
-            return one_line
-    pad = " " * indent
-    body = "\n".join(pad + "    " + line for line in eqn_lines)
-    return f"{head}\n{body}\n{pad}  in {outs} }}"
 
 
 def _share_names(sub, eqn, names) -> None:
@@ -199,21 +158,71 @@ def _share_names(sub, eqn, names) -> None:
             names[inner.id] = names[outer.id]
 
 
-def _pp_call_eqn(eqn, lhs, indent, names, gen, width, name) -> str:
-    """``outs = prim[`` one ``key=value`` a line ``] ins``, sub-jaxprs printed nested."""
-    keys = sorted(eqn.params, key=lambda k: (k != "name", k))
-    pad = " " * (indent + 2)
-    lines = [f"{lhs} = {eqn.primitive.name}["]
-    for k in keys:
-        v = eqn.params[k]
-        sub = _jaxpr_of(v)
-        if sub is not None:
+def _has_jaxpr(v) -> bool:
+    return isinstance(v, (ClosedJaxpr, Jaxpr)) or (
+        isinstance(v, tuple) and any(isinstance(x, (ClosedJaxpr, Jaxpr)) for x in v))
+
+
+def _pp_jaxpr(jaxpr, names, gen, indent: int, width: int, lead: int, joined: bool = False) -> str:
+    """``jaxpr`` with its body lines indented by ``indent + 4`` (``in`` by ``indent + 2``); the
+    variable names continue ``names``/``gen`` so that sub-jaxprs (the branches of ``cond``, the
+    bodies of ``while``/``scan``) use fresh letters, as JAX prints them; ``lead`` is the column
+    the text starts at (a one-line jaxpr must end by ``width``). An equation output no
+    one reads prints as ``_``. ``joined``: the sub-jaxpr of a call primitive, printed on one line
+    with its equations "; "-separated when it fits (as JAX prints them)."""
+    if isinstance(jaxpr, ClosedJaxpr):
+        jaxpr = jaxpr.jaxpr
+    used = {a.id for e in jaxpr.eqns for a in e.invars if isinstance(a, Var)}
+    used |= {a.id for a in jaxpr.outvars if isinstance(a, Var)}
+
+    def name(atom) -> str:
+        if isinstance(atom, Literal):
+            return atom.pretty()
+        if atom.id not in names:
+            names[atom.id] = next(gen)
+        return names[atom.id]
+
+    def binder(v: Var, drop=False) -> str:
+        if drop and v.id not in used:
+            return f"_:{v.aval.str_short()}"
+        return f"{name(v)}:{v.aval.str_short()}"
+
+    consts = " ".join(binder(v) for v in jaxpr.constvars)
+    ins = " ".join(binder(v) for v in jaxpr.invars)
+    pad = " " * (indent + 4)
+    eqn_lines = []
+    for eqn in jaxpr.eqns:
+        lhs = " ".join(binder(v, drop=True) for v in eqn.outvars)
+        params = ""
+        if eqn.params and any(_has_jaxpr(v) for v in eqn.params.values()):
+            lines = []
+            keys = list(eqn.params)
+            if eqn.primitive.name in _CALLS:  # (JAX: ``name`` first, then the others sorted)
+                keys = sorted(keys, key=lambda k: (k != "name", k))
             if eqn.primitive.name == "jit":
-                _share_names(sub, eqn, names)
-            text = _pp_jaxpr(sub, indent + 2, names, gen, width - len(k) - 1, nested=True)
-        else:
-            text = _pp_param(v)
-        lines.append(f"{pad}{k}={text}")
-    rhs = " ".join(name(a) for a in eqn.invars)
-    lines.append(f"{' ' * indent}] {rhs}".rstrip())
-    return "\n".join(lines)
+                _share_names(_jaxpr_of(eqn.params["jaxpr"]), eqn, names)
+            for k in keys:
+                v = eqn.params[k]
+                if isinstance(v, tuple) and _has_jaxpr(v):
+                    lines.append(f"{pad}  {k}=(")
+                    lines += [f"{pad}    " + _pp_jaxpr(j, names, gen, indent + 8, width, len(pad) + 4) for j in v]
+                    lines.append(f"{pad}  )")
+                elif _has_jaxpr(v):
+                    lines.append(f"{pad}  {k}=" + _pp_jaxpr(v, names, gen, indent + 6, width, len(pad) + 3 + len(k),
+                                                            joined=eqn.primitive.name in _CALLS))
+                else:
+                    lines.append(f"{pad}  {k}={_pp_param(v)}")
+            params = "[\n" + "\n".join(lines) + f"\n{pad}]"
+        elif eqn.params:
+            params = "[" + " ".join(f"{k}={_pp_param(v)}" for k, v in eqn.params.items()) + "]"
+        rhs = " ".join(name(a) for a in eqn.invars)
+        eqn_lines.append(f"{lhs} = {eqn.primitive.name}{params} {rhs}".rstrip())
+    outs = ", ".join(name(a) for a in jaxpr.outvars)
+    outs = f"({outs},)" if len(jaxpr.outvars) == 1 else f"({outs})"
+    head = f"{{ lambda {consts}; {ins}. let"
+    sep = "; " if joined else " "
+    one_line = f"{head} {sep.join(eqn_lines)} in {outs} }}" if eqn_lines else f"{head} in {outs} }}"
+    if (len(eqn_lines) <= 1 or joined) and "\n" not in one_line and len(one_line) + lead <= width:
+        return one_line
+    body = "\n".join(pad + line for line in eqn_lines)
+    return f"{head}\n{body}\n{' ' * (indent + 2)}in {outs} }}"

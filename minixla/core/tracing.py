@@ -109,6 +109,15 @@ def find_trace(args):
                     f"  at: {errors.user_source_line()}")
             if found is None or x._trace.level > found.level:
                 found = x._trace
+    if found is not None:
+        # Inside a control-flow body (``lax.cond``/``while_loop``/``scan``) every operation is
+        # staged into the body, even one on values it closes over only: they become the body's
+        # inputs (JAX's closure conversion), and the op runs only when the body does.
+        for t in reversed(_trace_stack):
+            if t.level <= found.level:
+                break
+            if getattr(t, "stage_everything", False):
+                return t
     return found
 
 

@@ -88,6 +88,7 @@ NON_ARITHMETIC = {
     "parameter", "constant", "tuple", "iota", "broadcast", "reshape", "transpose", "slice", "reverse",
     "concatenate", "pad", "dynamic-slice", "dynamic-update-slice", "gather", "scatter", "select",
     "negate", "abs", "convert", "bitcast-convert", "is-finite", "fusion", "copy",
+    "while", "conditional", "get-tuple-element",
 }
 #: float types whose arithmetic runs on the SSE/AVX units in their own format or in f32 with
 #: the same exponent range (float16 is computed in f32, where its subnormals are normal).
@@ -658,3 +659,32 @@ def _sort(instr, *xs):
 
 evaluate_rules["sort"] = _sort
 NON_ARITHMETIC.add("sort")  # it moves bits (its comparator reads denormals as zero, the data keeps them)
+
+
+# Control flow: tuples, ``while`` and ``conditional`` run their called computations.
+
+def _get_tuple_element(instr, t):
+    return t[instr.attrs["index"]]
+
+
+def _while(instr, state):
+    cond, body = instr.called
+    while bool(evaluate_computation(cond, [state])):
+        state = evaluate_computation(body, [state])
+    return state
+
+
+def _conditional(instr, index, *operands):
+    """A ``pred`` index runs ``called[0]`` (true) or ``called[1]``; an ``s32`` index out of
+    ``[0, n)`` runs the last branch (XLA's semantics)."""
+    if index.dtype == np.bool_:
+        k = 0 if bool(index) else 1
+    else:
+        k = int(index)
+        k = k if 0 <= k < len(instr.called) else len(instr.called) - 1
+    return evaluate_computation(instr.called[k], [operands[k]])
+
+
+evaluate_rules["get-tuple-element"] = _get_tuple_element
+evaluate_rules["while"] = _while
+evaluate_rules["conditional"] = _conditional

@@ -70,24 +70,32 @@ def lower_jaxpr(closed: ClosedJaxpr, name: str = "jit_fn") -> HloModule:
     comp = module.new_computation("main")
     module.entry = comp
     ctx = LoweringContext(module, comp)
-    env = {}
     jaxpr = closed.jaxpr
+    params = []
     for i, v in enumerate(jaxpr.invars):
         p = HloInstruction("parameter", shape_of(v.aval), name=f"p{i}", parameter_number=i)
         module._names.add(p.name)
-        env[v] = comp.add_instruction(p)
-    for v, value in zip(jaxpr.constvars, closed.consts):
-        env[v] = ctx.constant(np.asarray(value), v.aval.dtype)
-
-    _lower_eqns(ctx, jaxpr, env)
-    ctx.metadata = {}
-    outs = [_read(ctx, env, a) for a in jaxpr.outvars]
+        params.append(comp.add_instruction(p))
+    consts = [ctx.constant(np.asarray(value), v.aval.dtype) for v, value in zip(jaxpr.constvars, closed.consts)]
+    outs = lower_jaxpr_body(ctx, jaxpr, consts, params)
     if len(outs) == 1:
         comp.root = outs[0]
     else:
         comp.root = ctx.add("tuple", Shape.tuple_of([o.shape for o in outs]), outs)
     comp.remove_dead()
     return module
+
+
+def lower_jaxpr_body(ctx: LoweringContext, jaxpr, consts, args) -> list:
+    """Lower ``jaxpr``'s equations into ``ctx.comp`` given HLO instructions for its constvars
+    and invars; returns the instructions of its outputs. Control-flow rules call it for their
+    sub-jaxprs, each into a computation of its own."""
+    env = dict(zip(jaxpr.constvars, consts))
+    env.update(zip(jaxpr.invars, args))
+
+    _lower_eqns(ctx, jaxpr, env)
+    ctx.metadata = {}
+    return [_read(ctx, env, a) for a in jaxpr.outvars]
 
 
 def _read(ctx, env, atom):
@@ -708,3 +716,6 @@ def _sort(ctx, operands, in_avals, out_avals, *, dimension, is_stable, num_keys)
 
 
 lowering_rules[lax.sort_p] = _sort
+
+
+from minixla.hlo import control_flow as _control_flow  # noqa: E402,F401 (its rows: while, conditional)

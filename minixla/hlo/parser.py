@@ -293,7 +293,8 @@ def _parse_instruction(text: str, env: dict):
         for attr in _split_top(tail[1:]):
             key, _, value = attr.partition("=")
             key, value = key.strip(), value.strip()
-            if key in ("calls", "to_apply"):
+            if key in ("calls", "to_apply", "condition", "body", "true_computation",
+                       "false_computation", "branch_computations"):
                 calls.extend(v.strip().lstrip("%") for v in _split_top(value.strip("{}")))
             elif key == "metadata":
                 instr.metadata = _parse_metadata(value)

@@ -82,6 +82,12 @@ def print_instruction(instr, is_root=False, print_metadata=False, print_large_co
     extras = [format_attr(k, v) for k, v in instr.attrs.items()]
     if instr.opcode == "fusion":
         extras.append(f"calls=%{instr.called[0].name}")
+    elif instr.opcode == "while":
+        extras.append(f"condition=%{instr.called[0].name}, body=%{instr.called[1].name}")
+    elif instr.opcode == "conditional" and instr.operands[0].shape.dtype == np.bool_:
+        extras.append(f"true_computation=%{instr.called[0].name}, false_computation=%{instr.called[1].name}")
+    elif instr.opcode == "conditional":
+        extras.append("branch_computations={" + ", ".join(f"%{c.name}" for c in instr.called) + "}")
     elif instr.called:
         extras.append(f"to_apply=%{instr.called[0].name}")
     if print_metadata and instr.metadata:

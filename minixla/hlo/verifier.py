@@ -417,6 +417,53 @@ shape_rules.update(broadcast=_broadcast, reshape=_reshape, transpose=_transpose,
                    convolution=_convolution, fusion=_fusion)
 
 
+def _get_tuple_element(instr):
+    _operand_count(instr, 1)
+    t = instr.operands[0].shape
+    _require(t.is_tuple, f"get-tuple-element of %{instr.operands[0].name}, which is not a tuple")
+    k = instr.attrs["index"]
+    _require(0 <= k < len(t.tuple_shapes), f"get-tuple-element index {k} out of range for {t}")
+    return t.tuple_shapes[k]
+
+
+def _signature(comp, param_shapes, root_shape, what):
+    ps = comp.parameters
+    _require([p.shape for p in ps] == list(param_shapes) and comp.root.shape == root_shape,
+             f"{what}=%{comp.name} must be ({', '.join(map(str, param_shapes))}) -> {root_shape}, "
+             f"it is ({', '.join(str(p.shape) for p in ps)}) -> {comp.root.shape}")
+
+
+def _while(instr):
+    """XLA's rule: condition ``S -> pred[]`` and body ``S -> S`` for the operand's shape ``S``,
+    which is the result's."""
+    _operand_count(instr, 1)
+    _require(len(instr.called) == 2, "while needs a condition and a body computation")
+    state = instr.operands[0].shape
+    cond, body = instr.called
+    _signature(cond, [state], Shape(np.bool_, ()), "condition")
+    _signature(body, [state], state, "body")
+    return state
+
+
+def _conditional(instr):
+    """``conditional(index, op_0, ..., op_n-1)``: branch ``k`` is ``shape(op_k) -> R`` for one
+    result shape ``R``; the index is a ``pred[]`` (two branches) or an ``s32[]``."""
+    _require(len(instr.operands) == len(instr.called) + 1 and instr.called,
+             f"conditional has {len(instr.operands)} operands for {len(instr.called)} branches")
+    index = _array(instr.operands[0])
+    _require(index.rank == 0 and (index.dtype == np.bool_ and len(instr.called) == 2
+                                  or index.dtype == np.int32),
+             f"conditional index must be pred[] (two branches) or s32[], got {index}")
+    result = instr.called[0].root.shape
+    for k, (comp, op) in enumerate(zip(instr.called, instr.operands[1:])):
+        _signature(comp, [op.shape], result, f"branch {k}")
+    return result
+
+
+shape_rules.update({"get-tuple-element": _get_tuple_element, "while": _while,
+                    "conditional": _conditional})
+
+
 def _text(instr) -> str:
     from minixla.hlo.printer import print_instruction
     try:

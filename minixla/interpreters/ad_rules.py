@@ -757,3 +757,6 @@ def _sort_t(cts, *args, dimension, is_stable, num_keys):
 
 jvp_rules[L.sort_p] = _sort_jvp
 transpose_rules[L.sort_p] = _sort_t
+
+
+from minixla.interpreters import control_flow_rules  # noqa: E402,F401 (cond, while, scan)

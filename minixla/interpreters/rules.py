@@ -41,6 +41,10 @@ MISSING = {
 }
 
 
+#: primitives with a JVP but no reverse mode, as in JAX (their transpose rule raises JAX's error)
+FORWARD_ONLY = {"while": "the trip count is unknown: use scan or a fori_loop with static bounds"}
+
+
 def rules(prim) -> dict:
     """``{table name: rule or None}`` for ``prim`` (a ``Primitive`` or its name) across every stage."""
     from minixla.hlo.lowering import lowering_rules

@@ -120,10 +120,40 @@ def _align(n: int) -> int:
     return -(-n // ALIGNMENT) * ALIGNMENT
 
 
+#: tuple-valued instructions that own one buffer holding all their elements (a loop's state,
+#: a conditional's results); ``get-tuple-element`` of them names an element inside it.
+TUPLE_BUFFERS = {"while", "conditional"}
+
+
+def tuple_offsets(shape) -> list:
+    """Byte offset of each element of a tuple ``shape`` in its one buffer (each aligned)."""
+    offsets, at = [], 0
+    for s in shape.tuple_shapes:
+        offsets.append(at)
+        at += _align(s.nbytes)
+    return offsets
+
+
+def value_nbytes(instr) -> int:
+    """Bytes of the buffer a value needs: a ``while``/``conditional`` holds its whole tuple."""
+    if instr.opcode in TUPLE_BUFFERS and instr.shape.is_tuple:
+        return sum(_align(s.nbytes) for s in instr.shape.tuple_shapes)
+    return instr.shape.nbytes
+
+
+def _leaves(instr):
+    """The array values a use of ``instr`` reads: a ``tuple`` (no buffer of its own) reads its elements."""
+    if instr.opcode != "tuple":
+        return [instr]
+    return [leaf for o in instr.operands for leaf in _leaves(o)]
+
+
 def reads_only_at_output_index(instr, position: int) -> bool:
     """Rule 3(c): does kernel ``instr`` read operand ``position`` only at the index it writes?"""
     if instr.opcode in _BITCASTS:
         return False
+    if instr.opcode == "dynamic-update-slice":  # its operand, where no update lands, index for index
+        return position == 0 and not any(o is instr.operands[0] for o in instr.operands[1:])
     if instr.is_elementwise() or instr.opcode in _ELEMENTWISE_EXTRA:
         return all(o.shape.dims == instr.shape.dims for o in instr.operands)
     if instr.opcode != "fusion" or instr.attrs.get("kind") != "kLoop":
@@ -131,6 +161,9 @@ def reads_only_at_output_index(instr, position: int) -> bool:
     comp = instr.fused_computation
     root = comp.root
     users = comp.users()
+    if root.opcode == "dynamic-update-slice":  # written in place over that operand (only)
+        param = comp.parameters[position]
+        return root.operands[0] is param and users[param] == [root]
 
     memo = {}  # each instruction once: a fusion of diamonds has exponentially many paths
 
@@ -163,11 +196,14 @@ def assign_buffers(module, donated=()) -> BufferAssignment:
     # 1. Dataflow: the value each instruction names.
     value = {}
     for instr in schedule:
-        value[instr] = value[instr.operands[0]] if instr.opcode in _BITCASTS else instr
+        names_operand = instr.opcode in _BITCASTS or (
+            instr.opcode == "get-tuple-element" and instr.operands[0].opcode in TUPLE_BUFFERS)
+        value[instr] = value[instr.operands[0]] if names_operand else instr
     last_use = {}
     for instr in schedule:
         for o in instr.operands:
-            last_use[value[o]] = step[instr]
+            for leaf in _leaves(o):  # (a while reads its operand tuple's elements)
+                last_use[value[leaf]] = step[instr]
 
     outputs = comp.root.operands if comp.root.opcode == "tuple" else [comp.root]
     output_index = {}  # value -> the output it is written into
@@ -175,7 +211,7 @@ def assign_buffers(module, donated=()) -> BufferAssignment:
     for k, out in enumerate(outputs):
         v = value[out]
         returned.add(v)
-        if v.opcode not in ("parameter", "constant") and v not in output_index:
+        if v.opcode not in ("parameter", "constant") and v not in output_index and not v.shape.is_tuple:
             output_index[v] = k
 
     # A buffer is (kind, index, [values]); ``buffer_of`` maps a value to it.
@@ -237,7 +273,7 @@ def assign_buffers(module, donated=()) -> BufferAssignment:
     for buf in buffers:
         vals = buf["values"]
         lr = LiveRange(vals[0], step[vals[0]], max(value_live[v][1] for v in vals),
-                       vals[0].shape.nbytes, values=list(vals))
+                       value_nbytes(vals[0]), values=list(vals))
         buf["range"] = lr
         ranges.append(lr)
 
@@ -247,11 +283,15 @@ def assign_buffers(module, donated=()) -> BufferAssignment:
     for v, buf in buffer_of.items():
         kind = buf["kind"]
         offset = buf["range"].offset if kind == "temp" else 0
-        slices[v] = BufferSlice(kind, buf["index"], offset, v.shape.nbytes)
+        slices[v] = BufferSlice(kind, buf["index"], offset, value_nbytes(v))
     for instr in schedule:
         if instr.opcode != "tuple" and value[instr] is not instr:
-            slices[instr] = slices[value[instr]]
-    naive = sum(v.shape.nbytes for lr in ranges for v in lr.values)
+            base = slices[instr.operands[0]]
+            if instr.opcode == "get-tuple-element":  # an element inside the tuple's buffer
+                at = tuple_offsets(instr.operands[0].shape)[instr.attrs["index"]]
+                base = BufferSlice(base.kind, base.index, base.offset + at, instr.shape.nbytes)
+            slices[instr] = base
+    naive = sum(value_nbytes(v) for lr in ranges for v in lr.values)
     return BufferAssignment(slices, arena_size, naive, ranges, in_place, donated, aliases,
                             schedule, value_live)
 

@@ -121,7 +121,9 @@ _CHEAP = {"constant", "iota", "broadcast", "reshape"}
 _EXPENSIVE = {"exponential", "log", "tanh", "logistic", "divide", "sqrt", "rsqrt", "power"}
 _CONTRACTIONS = {"dot", "convolution"}
 #: entry instructions that launch no kernel (a row-major reshape is a bitcast).
-NOT_KERNELS = {"parameter", "constant", "tuple", "reshape"}
+NOT_KERNELS = {"parameter", "constant", "tuple", "reshape", "get-tuple-element"}
+#: instructions that never root a fusion: no kernel, or a loop/branch running other computations
+_NO_FUSION_ROOT = NOT_KERNELS | {"while", "conditional"}
 
 
 def _is_elementwise(instr) -> bool:
@@ -239,7 +241,7 @@ class _Cluster:
 
 
 class FusionPass(HloPass):
-    """Greedy producer-into-consumer fusion of the entry computation (kLoop, kInput, kOutput).
+    """Greedy producer-into-consumer fusion of the entry and of loop bodies and branches (kLoop, kInput, kOutput).
 
     Args:
       max_fusion_size: rule 7's cap on instructions per fusion.
@@ -261,7 +263,14 @@ class FusionPass(HloPass):
         self.work = 0
 
     def run(self, module) -> bool:
-        comp = module.entry
+        """Fuse the entry and every computation a ``while``/``conditional`` calls (loop bodies
+        and branches run kernels too)."""
+        changed = False
+        for comp in [module.entry] + control_flow_computations(module):
+            changed |= self._run_on(module, comp)
+        return changed
+
+    def _run_on(self, module, comp) -> bool:
         self.comp = comp
         self.pos = {instr: n for n, instr in enumerate(comp.instructions)}
         # users[p]: user -> a sequence number; dict order is the order the users appeared in
@@ -280,7 +289,7 @@ class FusionPass(HloPass):
         clusters = []
         for instr in reversed(list(comp.instructions)):
             # A reshape is a bitcast (no kernel), so it never roots a fusion of its own.
-            if instr in self.cluster_of or instr.opcode in NOT_KERNELS:
+            if instr in self.cluster_of or instr.opcode in _NO_FUSION_ROOT:
                 continue
             cluster = _Cluster(instr)
             self.cluster_of[instr] = cluster
@@ -460,7 +469,7 @@ class FusionPass(HloPass):
                                 "per row and broadcast from a register")
         if p.opcode in _CONTRACTIONS or p.opcode == "reduce":
             return self._hero_fusion_ok(p, consumer, cluster, users_inside)
-        if not (_is_elementwise(p) or p.opcode in _SHAPE_OPS or p.opcode == "constant"):
+        if not (_is_elementwise(p) or p.opcode in _SHAPE_OPS or p.opcode in ("constant", "dynamic-slice")):
             return False, f"'{p.opcode}' is not a loop-fusible producer"
         if p.opcode in _EXPENSIVE and row_class not in ("row", "full") and self._expanded(consumer, cluster):
             return False, "rule 5: an expensive producer under an expanding broadcast would be recomputed per copy"
@@ -651,6 +660,22 @@ class FusionPass(HloPass):
         fused.root = clones[cluster.root]
         return HloInstruction("fusion", cluster.root.shape, params, {"kind": kind}, [fused],
                               name=module.unique_name("fusion"), metadata=cluster.root.metadata)
+
+
+def control_flow_computations(module) -> list:
+    """The computations ``while`` and ``conditional`` instructions call, transitively from the
+    entry (conditions, bodies, branches): programs of their own, unlike fused computations
+    and reducer regions, which are parts of one instruction."""
+    out, todo = [], [module.entry]
+    while todo:
+        comp = todo.pop()
+        for instr in comp.instructions:
+            if instr.opcode in ("while", "conditional"):
+                for c in instr.called:
+                    if c not in out:
+                        out.append(c)
+                        todo.append(c)
+    return out
 
 
 def count_kernels(module) -> int:

@@ -39,13 +39,14 @@ from llvmlite import ir
 
 from minixla.backends.llvm import ir_types as T
 from minixla.backends.llvm import compile_server, kernel_cache
+from minixla.backends.llvm.control_flow import CONTROL_OPCODES, ControlContext, control_step
 from minixla.backends.llvm.kernels import DENORMAL_ATTRIBUTE, FLUSH_DENORMALS, emit_kernel
 from minixla.backends.llvm.loops import with_loop_ids
 from minixla.backends.llvm.runtime import thread_pool
 from minixla.backends.llvm.target import JitModule, optimized_assembly
 from minixla.core.errors import UnsupportedError
 
-_NO_KERNEL = {"parameter", "constant", "tuple", "reshape", "bitcast"}
+_NO_KERNEL = {"parameter", "constant", "tuple", "reshape", "bitcast", "get-tuple-element"}
 _ALIASES = {"reshape", "bitcast"}
 _ARENA_ALIGN = 64
 #: a kernel estimated to run at least this long (ns, one core) is split over the threads;
@@ -113,11 +114,17 @@ def buffer_key(instr, assignment):
 class _Plan:
     """Kernel argument keys, table slots and execution steps (built before JIT compilation)."""
 
-    def __init__(self, kernels, assignment, threads: int):
+    def __init__(self, kernels, assignment, threads: int, sub_constants=None):
         self.kernels = [k for k in kernels if k.instr.shape.size != 0]  # nothing to compute
         self.slots: dict = {}
         self.arg_keys = []
+        self.sub_constants = sub_constants or {}  # (control_flow.py) kernels inside loops/branches
         for n, k in enumerate(self.kernels):
+            if getattr(k, "is_control", False):  # a while/conditional: its kernels' buffers
+                for key in k.keys():
+                    self.slots.setdefault(key, len(self.slots))
+                self.arg_keys.append([])
+                continue
             out = buffer_key(k.instr, assignment)
             if out[0] == "param" and out[1] not in getattr(assignment, "donated", ()):
                 raise ValueError(f"kernel '{k.name}' would write into a parameter or constant")
@@ -168,6 +175,9 @@ class _Plan:
 
     def _call(self, b, n, table, lo, hi):
         k = self.kernels[n]
+        if getattr(k, "is_control", False):
+            k.emit(self, b, table)  # the loop or branch, inline (backends/llvm/control_flow.py)
+            return
         args = []
         for key in self.arg_keys[n]:
             slot = b.gep(table, [T.i64(self.slots[key])], inbounds=True, source_etype=T.PTR)
@@ -269,6 +279,10 @@ class LlvmExecutable:
             return self._literal(key[1]).ctypes.data
         if kind == "kconst":
             c = np.ascontiguousarray(plan.kernels[key[1]].constants[key[2]])
+            self._keepalive.append(c)
+            return c.ctypes.data
+        if kind == "sconst":
+            c = np.ascontiguousarray(plan.sub_constants[key[1:]])
             self._keepalive.append(c)
             return c.ctypes.data
         raise AssertionError(key)
@@ -454,16 +468,13 @@ def compile_module(module, assignment, num_threads: int | None = None) -> LlvmEx
     llvm_module = ir.Module(name=module.name)
     kernels, new_kernels, used = [], {}, {}
     split = compile_server.Split()  # new kernels start compiling in the workers as soon as emitted
-    for instr in module.entry.instructions:
-        if instr.opcode in _NO_KERNEL:
-            continue
-        if instr.opcode == "get-tuple-element":
-            raise UnsupportedError("the LLVM backend does not support 'get-tuple-element'")
+    count = iter(range(1 << 62))
+
+    def make_kernel(instr, in_place):
         # Each kernel is a module of its own, named after a hash of its text (kernel_cache.py).
         kmod = ir.Module(name=kernel_cache.PLACEHOLDER)
-        kernel = emit_kernel(kmod, instr, kernel_cache.PLACEHOLDER,
-                             in_place=getattr(assignment, "in_place", {}).get(instr, ()), threads=pool.size)
-        kernel.name = _kernel_name(len(kernels), instr)
+        kernel = emit_kernel(kmod, instr, kernel_cache.PLACEHOLDER, in_place=in_place, threads=pool.size)
+        kernel.name = _kernel_name(next(count), instr)
         kernel.symbol, text = kernel_cache.symbol_for(_kernel_text(kmod))
         if kernel.symbol not in used and kernel.symbol not in new_kernels:
             cached = kernel_cache.lookup(kernel.symbol)
@@ -475,8 +486,19 @@ def compile_module(module, assignment, num_threads: int | None = None) -> LlvmEx
         fn = kmod.globals[kernel_cache.PLACEHOLDER]
         if kernel.symbol not in llvm_module.globals:  # declared; defined by a linked module or the cache
             ir.Function(llvm_module, fn.function_type, name=kernel.symbol)
-        kernels.append(kernel)
-    plan = _Plan(kernels, assignment, pool.size)
+        return kernel
+
+    control = ControlContext(make_kernel, assignment.arena_size)
+    for instr in module.entry.instructions:
+        if instr.opcode in _NO_KERNEL:
+            continue
+        if instr.opcode in CONTROL_OPCODES:  # a loop or branch: kernels of its computations
+            kernels.append(control_step(instr, lambda i: buffer_key(i, assignment), control, module.entry))
+            continue
+        kernels.append(make_kernel(instr, getattr(assignment, "in_place", {}).get(instr, ())))
+    if control.arena_size > assignment.arena_size and control.constants is not None:
+        assignment.arena_size = control.arena_size  # the called computations' regions
+    plan = _Plan(kernels, assignment, pool.size, control.constants)
     steps, thunks = plan.emit(llvm_module)
     names = sorted({name for _, name, _ in steps} | set(thunks))
     main = str(llvm_module)

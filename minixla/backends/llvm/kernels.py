@@ -254,6 +254,26 @@ def emit_loop(kb: _KernelBuilder, root, out_dtype=None):
             T.store_element(b, kb.emitter().emit(root, index), kb.out, dtype, i)
 
 
+def emit_update_in_place(kb: _KernelBuilder, dus):
+    """A ``dynamic-update-slice`` whose operand is its output buffer (buffer assignment put it
+    in place): only the update window is written, ``out[start + j] = update[j]`` -- O(update),
+    not O(operand). A loop writing one row of ``ys`` per step stays linear in the trip count
+    (XLA's in-place ``DynamicUpdateSliceFusion`` emitter)."""
+    b = kb.builder
+    operand, update = dus.operands[:2]
+    kb.kernel.strategy = "update-in-place"
+    kb.kernel.cost_ns = _elementwise_cost(update, kb.buffers, update.shape.size)
+    if update.shape.size == 0:
+        return
+    em = kb.emitter()
+    with if_then(b, b.icmp_signed("<", kb.lo, kb.hi), "run"), loop_nest(b, update.shape.dims) as j:
+        dims = operand.shape.dims
+        starts = [E._clamped_start(em, dus, 2 + d, n - u) for d, (n, u) in enumerate(zip(dims, update.shape.dims))]
+        at = Index(b, dims, multi=[b.add(s, v) for s, v in zip(starts, j)])
+        value = em.emit(update, Index(b, update.shape.dims, multi=list(j)))
+        T.store_element(b, value, kb.out, dus.shape.dtype, at.linear)
+
+
 # ---------------------------------------------------------------------------------------
 # Reduce kernels.
 
@@ -750,6 +770,9 @@ def _emit_body(kb: _KernelBuilder, root):
         return
     if root.opcode == "reduce":
         emit_reduce(kb, root)
+        return
+    if root.opcode == "dynamic-update-slice" and kb.buffers.get(root.operands[0]) is kb.out:
+        emit_update_in_place(kb, root)
         return
     if scan_axis(root) is not None:  # cumsum & co.: a running accumulator, not window by window
         emit_scan(kb, root, _elementwise_cost(root, kb.buffers, root.shape.size))

@@ -1,0 +1,389 @@
+"""``while`` and ``conditional`` in machine code (XLA:CPU's ``WhileThunk`` / ``ConditionalThunk``,
+here compiled into the program instead of interpreted by a runtime).
+
+A ``while`` of the entry (or of any called computation) is one step of the execution plan,
+emitted *inline* into the step's LLVM function as a real loop::
+
+    copy the initial state into the state buffers (only elements not already there)
+  head:
+    call the condition's kernels; load its pred; branch to body or exit
+  body:
+    call the body's kernels; move the new state into place; branch to head
+  exit:
+
+so a loop of 10,000 trips is one foreign call, and its compile time does not depend on the trip
+count. A ``conditional`` loads its ``pred``/``s32`` index and ``switch``es to one branch's kernels
+(an out-of-range index runs the last branch, as XLA's).
+
+Buffers (``passes/buffer_assignment.py`` gives the ``while``/``conditional`` one buffer holding
+its whole tuple; ``get-tuple-element`` names an element inside it):
+
+- The loop's **state** lives in that one buffer set for all iterations: the condition and the
+  body read their parameter elements straight from it (XLA colocates the while's operand,
+  the computations' parameters, the body's root and the result). An element the body passes
+  through unchanged (a ``scan``'s ``xs``, closed-over weights) is read where the operand is,
+  never copied. The body may update an element in place at its last use (its parameters are
+  "donated" to it): a ``scan``'s ``dynamic-update-slice`` of ``ys`` writes one row per step.
+- Each called computation is *flattened* (its one tuple parameter split into one parameter per
+  element) and gets a buffer assignment of its own; its temporaries live in a region of the
+  arena appended after the caller's (a loop body's temporaries are reused by every iteration).
+- A body output computed by a kernel is written **directly into its state element** when no
+  kernel of the body reads that element's old value afterwards; otherwise (``h = f(h)`` read
+  by a later kernel, or elements permuted) into a scratch buffer copied into place at the end
+  of the iteration -- the copies XLA's copy insertion adds, and only those.
+- Branch outputs are written directly into the conditional's result elements.
+"""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+from llvmlite import ir
+
+from minixla.backends.llvm import ir_types as T
+from minixla.core.errors import UnsupportedError
+from minixla.hlo.ir import HloInstruction, HloModule, Shape
+from minixla.passes.buffer_assignment import TUPLE_BUFFERS, _align, _leaves, assign_buffers, tuple_offsets
+
+CONTROL_OPCODES = {"while", "conditional"}
+#: instructions that launch no kernel in a flattened computation
+_VIEWS = {"parameter", "constant", "tuple", "reshape", "bitcast", "get-tuple-element"}
+
+_uids = itertools.count()
+
+
+class ControlContext:
+    """What building control steps needs from ``compile_module``: a function emitting one
+    kernel, the key function of the entry, the arena (grown by each computation's region) and
+    the array constants of kernels inside called computations (``("sconst", uid, j)`` keys)."""
+
+    def __init__(self, make_kernel, arena_size: int):
+        self.make_kernel = make_kernel
+        self.arena_size = _align(arena_size)
+        self.constants: dict = {}
+
+    def reserve(self, nbytes: int) -> int:
+        base = self.arena_size
+        self.arena_size += _align(max(nbytes, 1))
+        return base
+
+
+def flatten_computation(comp):
+    """``comp`` (one tuple parameter) as the entry of a new module with one parameter per
+    tuple element; ``get-tuple-element`` of the parameter becomes that parameter. Called
+    computations (fusions, reducers, nested loops) are shared with ``comp``'s module."""
+    params = comp.parameters
+    if len(params) != 1 or not params[0].shape.is_tuple:
+        raise UnsupportedError(f"LLVM backend: %{comp.name} must take one tuple parameter")
+    param = params[0]
+    module = HloModule(comp.name)
+    flat = module.new_computation(comp.name)
+    module.entry = flat
+    elems = []
+    for k, s in enumerate(param.shape.tuple_shapes):
+        if s.is_tuple:
+            raise UnsupportedError(f"LLVM backend: nested tuple in the state of %{comp.name}")
+        elems.append(flat.add_instruction(HloInstruction(
+            "parameter", s, name=f"{param.name}.{k}", parameter_number=k)))
+    mapping = {}
+    for instr in comp.instructions:
+        if instr is param:
+            continue
+        if instr.opcode == "get-tuple-element" and instr.operands[0] is param:
+            mapping[instr] = elems[instr.attrs["index"]]
+            continue
+        if any(o is param for o in instr.operands) and param not in mapping:
+            # the whole state (a nested loop started from it): a tuple of the element parameters
+            mapping[param] = flat.add_instruction(HloInstruction("tuple", param.shape, elems,
+                                                                 name=f"{param.name}.t"))
+        mapping[instr] = flat.add_instruction(HloInstruction(
+            instr.opcode, instr.shape, [mapping[o] for o in instr.operands], instr.attrs,
+            instr.called, instr.name, instr.parameter_number, instr.literal, instr.metadata))
+    if comp.root is param:
+        flat.root = mapping.get(param) or flat.add_instruction(
+            HloInstruction("tuple", param.shape, elems, name=f"{param.name}.t"))
+    else:
+        flat.root = mapping[comp.root]
+    return module
+
+
+def element_keys(tup, keyfn) -> list:
+    """The buffer keys of the elements of a tuple-valued operand."""
+    if tup.opcode == "tuple":
+        return [keyfn(e) for e in tup.operands]
+    if tup.opcode in TUPLE_BUFFERS:
+        base = keyfn(tup)
+        return [("temp", base[1] + off) for off in tuple_offsets(tup.shape)]
+    raise UnsupportedError(f"LLVM backend: tuple operand %{tup.name} ({tup.opcode}) is not supported")
+
+
+class SubProgram:
+    """A called computation, flattened, with its buffer assignment and its calls.
+
+    ``param_keys[k]``: the caller's buffer holding element ``k`` of the parameter."""
+
+    def __init__(self, comp, param_keys, ctx: ControlContext, writable_params: bool = False):
+        from minixla.backends.llvm.executable import buffer_key
+        self._buffer_key = buffer_key
+        self.module = flatten_computation(comp)
+        self.entry = self.module.entry
+        # A loop body may overwrite a state element at its last use (an update in place, as a
+        # donated argument): the state is the body's to change. Branches and conditions may not.
+        donated = range(len(self.entry.parameters)) if writable_params else ()
+        self.assignment = assign_buffers(self.module, donated=donated)
+        self.param_keys = list(param_keys)
+        self.base = ctx.reserve(self.assignment.arena_size)
+        self.ctx = ctx
+        self.out_keys: list = []
+        root = self.entry.root
+        self.roots = list(root.operands) if root.opcode == "tuple" else [root]
+
+    def raw_key(self, instr):
+        return self._buffer_key(instr, self.assignment)
+
+    def key(self, instr):
+        kind, *rest = self.raw_key(instr)
+        if kind == "param":
+            return self.param_keys[rest[0]]
+        if kind == "temp":
+            return ("temp", self.base + rest[0])
+        if kind == "output":
+            return self.out_keys[rest[0]]
+        return (kind, *rest)
+
+    def output_definers(self) -> dict:
+        """Output buffer index -> the instruction that writes it."""
+        return {sl.index: v for v, sl in self.assignment.slices.items()
+                if sl.kind == "output" and v.opcode not in ("reshape", "bitcast", "get-tuple-element")}
+
+    def last_reads(self) -> dict:
+        """Parameter number -> the last schedule step reading it (the root tuple included)."""
+        last = {}
+        for n, instr in enumerate(self.assignment.schedule):
+            for o in instr.operands:
+                for leaf in _leaves(o):
+                    key = self.raw_key(leaf) if leaf.opcode != "while" else None
+                    if key is not None and key[0] == "param":
+                        last[key[1]] = n
+        return last
+
+    def build(self, out_keys):
+        """Fix where the outputs go and emit the kernels (``calls``)."""
+        self.out_keys = list(out_keys)
+        self.calls = []
+        for instr in self.entry.instructions:
+            if instr.opcode in _VIEWS or instr.shape.size == 0:
+                continue
+            if instr.opcode in CONTROL_OPCODES:
+                self.calls.append(control_step(instr, self.key, self.ctx, self.entry))
+                continue
+            kernel = self.ctx.make_kernel(instr, self.assignment.in_place.get(instr, ()))
+            keys = [self.key(instr)] + [self.key(i) for i in kernel.inputs]
+            uid = next(_uids)
+            for j, c in enumerate(kernel.constants):
+                self.ctx.constants[(uid, j)] = c
+                keys.append(("sconst", uid, j))
+            self.calls.append((kernel, keys))
+        return self
+
+    def keys(self):
+        for c in self.calls:
+            yield from (c.keys() if isinstance(c, ControlStep) else c[1])
+
+    def emit(self, plan, b, table):
+        for c in self.calls:
+            if isinstance(c, ControlStep):
+                c.emit(plan, b, table)
+                continue
+            kernel, keys = c
+            args = [_load_slot(plan, b, table, key) for key in keys]
+            b.call(b.module.globals[kernel.symbol], args + [T.i64(0), T.i64(kernel.units)])
+
+
+def _param_number(instr):
+    """The parameter ``instr`` is (through bitcasts), or None: not a value computed in place of one."""
+    while instr.opcode in ("reshape", "bitcast"):
+        instr = instr.operands[0]
+    return instr.parameter_number if instr.opcode == "parameter" else None
+
+
+def _load_slot(plan, b, table, key):
+    slot = b.gep(table, [T.i64(plan.slots[key])], inbounds=True, source_etype=T.PTR)
+    return b.load(slot, typ=T.PTR)
+
+
+def _memcpy(plan, b, table, dst, src, nbytes):
+    if nbytes == 0 or dst == src:
+        return
+    name = "llvm.memcpy.p0.p0.i64"
+    fn = b.module.globals.get(name)
+    if fn is None:
+        fn = ir.Function(b.module, ir.FunctionType(ir.VoidType(), [T.PTR, T.PTR, T.I64, T.I1]), name=name)
+    b.call(fn, [_load_slot(plan, b, table, dst), _load_slot(plan, b, table, src), T.i64(nbytes),
+                ir.Constant(T.I1, 0)])
+
+
+class ControlStep:
+    """A ``while``/``conditional`` as one step of the plan (``executable._Plan`` calls ``emit``
+    where it would call a kernel). Has the fields ``LlvmExecutable.kernels()`` reports."""
+    is_control = True
+    units = 1
+    cost_ns = 0.0
+    inputs: list = []
+    constants: list = []
+    in_place: list = []
+    symbol = ""
+
+    def __init__(self, instr):
+        self.instr = instr
+        self.kind = instr.opcode
+        self.opcodes = [instr.opcode]
+        self.name = f"{instr.opcode}_{instr.name}".replace(".", "_").replace("-", "_")
+
+
+class WhileStep(ControlStep):
+    strategy = "loop"
+
+    def __init__(self, instr, keyfn, ctx, used=None):
+        super().__init__(instr)
+        shapes = instr.shape.tuple_shapes
+        base = keyfn(instr)
+        self.result = [("temp", base[1] + off) for off in tuple_offsets(instr.shape)]
+        self.state = list(self.result)
+        self.sizes = [s.nbytes for s in shapes]
+        self.init = element_keys(instr.operands[0], keyfn)
+        cond_comp, body_comp = instr.called
+        body = SubProgram(body_comp, self.state, ctx, writable_params=True)
+        # An element the body passes through unchanged (consts, a scan's xs) is read in place
+        # of the operand, never copied; it is copied to the result only if the caller reads it.
+        self.exit_copies = []
+        for k, r in enumerate(body.roots):
+            if _param_number(r) == k:
+                self.state[k] = self.init[k]
+                if used is None or k in used:
+                    self.exit_copies.append((self.result[k], self.init[k], self.sizes[k]))
+        body.param_keys = self.state
+        self.cond = SubProgram(cond_comp, self.state, ctx)
+        self.cond.build([("temp", ctx.reserve(1))])
+        self.pred = self.cond.key(self.cond.entry.root)
+        definers, last = body.output_definers(), body.last_reads()
+        step = {i: n for n, i in enumerate(body.assignment.schedule)}
+        out_keys = []
+        for k in range(len(shapes)):
+            d = definers.get(k)
+            if d is not None and body.roots[k] is d and last.get(k, -1) < step[d]:
+                out_keys.append(self.state[k])  # written in place: nobody reads the old value after
+            else:
+                out_keys.append(("temp", ctx.reserve(self.sizes[k])))
+        body.build(out_keys)
+        self.body = body
+        # The moves at the end of an iteration: old state elements that are read at another
+        # position go through a scratch buffer first (phase 1), then everything not already in
+        # place is copied into its state element (phase 2).
+        self.phase1, self.phase2 = [], []
+        for k, r in enumerate(body.roots):
+            src = body.key(r)
+            if src == self.state[k]:
+                continue
+            if src in self.state:
+                scratch = ("temp", ctx.reserve(self.sizes[k]))
+                self.phase1.append((scratch, src, self.sizes[k]))
+                src = scratch
+            self.phase2.append((self.state[k], src, self.sizes[k]))
+
+    def keys(self):
+        yield from self.state
+        yield from self.init
+        for dst, src, _ in self.exit_copies:
+            yield dst
+            yield src
+        yield from self.cond.keys()
+        yield self.pred
+        yield from self.body.keys()
+        for dst, src, _ in self.phase1 + self.phase2:
+            yield dst
+            yield src
+
+    def emit(self, plan, b, table):
+        for dst, src, n in zip(self.state, self.init, self.sizes):
+            _memcpy(plan, b, table, dst, src, n)
+        fn = b.function
+        head, body, done = (fn.append_basic_block(f"{self.name}.{s}") for s in ("head", "body", "exit"))
+        b.branch(head)
+        b.position_at_end(head)
+        self.cond.emit(plan, b, table)
+        flag = b.load(_load_slot(plan, b, table, self.pred), typ=T.I8)
+        b.cbranch(b.icmp_unsigned("!=", flag, ir.Constant(T.I8, 0)), body, done)
+        b.position_at_end(body)
+        self.body.emit(plan, b, table)
+        for dst, src, n in self.phase1 + self.phase2:
+            _memcpy(plan, b, table, dst, src, n)
+        b.branch(head)
+        b.position_at_end(done)
+        for dst, src, n in self.exit_copies:
+            _memcpy(plan, b, table, dst, src, n)
+
+
+class ConditionalStep(ControlStep):
+    strategy = "branch"
+
+    def __init__(self, instr, keyfn, ctx):
+        super().__init__(instr)
+        base = keyfn(instr)
+        self.results = [("temp", base[1] + off) for off in tuple_offsets(instr.shape)]
+        self.sizes = [s.nbytes for s in instr.shape.tuple_shapes]
+        self.index = keyfn(instr.operands[0])
+        self.is_pred = instr.operands[0].shape.dtype == np.bool_
+        self.branches, self.copies = [], []
+        for comp, op in zip(instr.called, instr.operands[1:]):
+            sub = SubProgram(comp, element_keys(op, keyfn), ctx).build(self.results)
+            copies = [(dst, sub.key(r), n) for dst, r, n in zip(self.results, sub.roots, self.sizes)
+                      if sub.key(r) != dst]
+            self.branches.append(sub)
+            self.copies.append(copies)
+
+    def keys(self):
+        yield from self.results
+        yield self.index
+        for sub, copies in zip(self.branches, self.copies):
+            yield from sub.keys()
+            for dst, src, _ in copies:
+                yield dst
+                yield src
+
+    def emit(self, plan, b, table):
+        fn = b.function
+        blocks = [fn.append_basic_block(f"{self.name}.b{k}") for k in range(len(self.branches))]
+        done = fn.append_basic_block(f"{self.name}.exit")
+        ptr = _load_slot(plan, b, table, self.index)
+        if self.is_pred:  # true_computation, false_computation
+            flag = b.load(ptr, typ=T.I8)
+            b.cbranch(b.icmp_unsigned("!=", flag, ir.Constant(T.I8, 0)), blocks[0], blocks[1])
+        else:  # s32: out-of-range indices take the default, the last branch
+            idx = b.load(ptr, typ=T.I32)
+            sw = b.switch(idx, blocks[-1])
+            for k in range(len(blocks) - 1):
+                sw.add_case(ir.Constant(T.I32, k), blocks[k])
+        for block, sub, copies in zip(blocks, self.branches, self.copies):
+            b.position_at_end(block)
+            sub.emit(plan, b, table)
+            for dst, src, n in copies:
+                _memcpy(plan, b, table, dst, src, n)
+            b.branch(done)
+        b.position_at_end(done)
+
+
+def control_step(instr, keyfn, ctx, comp=None) -> ControlStep:
+    """The plan step of a ``while`` or ``conditional`` of computation ``comp`` whose own buffer
+    is ``keyfn(instr)``."""
+    key = keyfn(instr)
+    if key[0] != "temp":
+        raise UnsupportedError(f"LLVM backend: %{instr.name} must have a temporary buffer, got {key}")
+    if instr.opcode == "while":
+        used = None if comp is None else {
+            u.attrs["index"] for u in comp.instructions if u.opcode == "get-tuple-element" and u.operands[0] is instr}
+        return WhileStep(instr, keyfn, ctx, used)
+    return ConditionalStep(instr, keyfn, ctx)
+
+
+__all__ = ["CONTROL_OPCODES", "ControlContext", "control_step", "flatten_computation", "Shape"]

@@ -1,0 +1,394 @@
+"""JVP and transpose rules of ``cond``, ``while`` and ``scan`` (JAX's ``lax/control_flow``
+``_cond_jvp``/``_cond_transpose``, ``_scan_jvp``/``_scan_transpose``, ``_while_loop_jvp``).
+
+**JVP.** Each rule binds the primitive twice: once on the primals alone (the primal outputs,
+known values even under ``linearize``), and once with the body *JVP-transformed* (its jaxpr
+traced through ``jvp_flat``), which takes the primals and the tangents and returns only the
+tangents. The second equation is linear in the tangent operands, so ``linearize`` stages
+exactly it into the linear jaxpr (JAX gets the same split from partial evaluation). For a
+``scan`` the primal scan also returns the carry at every step (the *residuals*), and the
+tangent scan reads them as ``xs``: its carry is the tangent carry only.
+
+**Transpose** (reverse mode). A ``cond`` transposes branch by branch (``backward_pass`` of
+each branch, the known operands as constants); a ``scan`` linear in its carry transposes to
+a scan in the other direction whose carry is the cotangent of the carry plus the accumulated
+cotangents of its linear consts, and whose ``ys`` are the cotangents of its linear ``xs``: the
+backward pass is a reverse scan over the saved residuals. A ``while`` has no transpose (its
+trip count is unknown): JAX's error, pointing to ``scan`` or a static ``fori_loop``.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from minixla.core import errors
+from minixla.core.avals import get_aval
+from minixla.core.jaxpr import ClosedJaxpr, Jaxpr
+from minixla.interpreters.ad import (Zero, backward_pass, instantiate, is_undefined, jvp_flat, jvp_rules,
+                                     tangent_aval, transpose_rules)
+from minixla.lax.control_flow import _trace_fun, cond_p, scan_p, while_p
+
+
+def _eval(closed):
+    from minixla.interpreters.eval import eval_jaxpr
+    return lambda *args: eval_jaxpr(closed.jaxpr, [], list(args))
+
+
+def _flat_trace(fun, avals):
+    """``fun`` (flat args -> flat list) as a closed jaxpr and its closed-over values."""
+    from jax import tree_util
+    tree = tree_util.tree_structure(tuple(range(len(avals))))
+    jaxpr, consts, _ = _trace_fun(lambda *xs: list(fun(*xs)), tree, avals)
+    return jaxpr, consts
+
+
+def _jvp_of(closed, nz, instantiate_out=None):
+    """A function ``(*primals, *nonzero tangents) -> tangents of the outputs`` for ``closed``:
+    its outputs' tangents, with float outputs' Zeros instantiated (every branch/step must
+    return the same types)."""
+    in_avals = closed.in_avals
+    n = len(in_avals)
+
+    def f(*args):
+        primals, ts = list(args[:n]), iter(args[n:])
+        tangents = [next(ts) if z else Zero(tangent_aval(a)) for a, z in zip(in_avals, nz)]
+        _, touts = jvp_flat(_eval(closed), primals, tangents)
+        return [instantiate(t) for t, a in zip(touts, closed.out_avals) if _is_float(a)]
+    return f
+
+
+def _is_float(aval) -> bool:
+    d = np.dtype(aval.dtype)
+    return d.kind == "f" or d.name == "bfloat16"
+
+
+# ---------------------------------------------------------------------------------------
+# cond
+
+def _cond_jvp(primals, tangents, *, branches):
+    index, *ops = primals
+    nz = [not isinstance(t, Zero) for t in tangents[1:]]
+    outs = cond_p.bind(index, *ops, branches=branches)
+    op_avals = [get_aval(o) for o in ops]
+    t_avals = [tangent_aval(a) for a, z in zip(op_avals, nz) if z]
+    new = []
+    for b in branches:
+        j, consts = _flat_trace(_jvp_of(b, nz), op_avals + t_avals)
+        assert not consts, "a branch closes over nothing (it is closure-converted)"
+        new.append(j)
+    touts = cond_p.bind(index, *ops, *[t for t in tangents[1:] if not isinstance(t, Zero)], branches=tuple(new))
+    it = iter(touts)
+    return outs, [next(it) if _is_float(a) else Zero(tangent_aval(a)) for a in branches[0].out_avals]
+
+
+def _transpose_jaxpr(closed, linear, out_cts_avals):
+    """``(*known, *cts) -> cotangents of the linear inputs`` for ``closed``, linear in its
+    inputs at ``linear`` positions given the others."""
+    j = closed.jaxpr
+    known_vars = [v for v, lin in zip(j.invars, linear) if not lin]
+    lin_vars = [v for v, lin in zip(j.invars, linear) if lin]
+    bj = Jaxpr(known_vars, lin_vars, j.eqns, j.outvars)
+    n_known = len(known_vars)
+
+    def f(*args):
+        known, cts = list(args[:n_known]), list(args[n_known:])
+        in_cts = backward_pass(bj, known, cts)
+        return [instantiate(c) for c in in_cts]
+    return f
+
+
+def _cond_transpose(cts, index, *ops, branches):
+    linear = [is_undefined(o) for o in ops]
+    known = [o for o in ops if not is_undefined(o)]
+    cts = [instantiate(c) for c in cts]
+    avals = [get_aval(k) for k in known] + [get_aval(c) for c in cts]
+    new = []
+    for b in branches:
+        j, consts = _flat_trace(_transpose_jaxpr(b, linear, None), avals)
+        assert not consts
+        new.append(j)
+    in_cts = iter(cond_p.bind(index, *known, *cts, branches=tuple(new)))
+    return [None] + [next(in_cts) if lin else None for lin in linear]
+
+
+jvp_rules[cond_p] = _cond_jvp
+transpose_rules[cond_p] = _cond_transpose
+
+
+# ---------------------------------------------------------------------------------------
+# while
+
+def _while_jvp(primals, tangents, *, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
+    cc, rest = primals[:cond_nconsts], primals[cond_nconsts:]
+    bc, carry = rest[:body_nconsts], rest[body_nconsts:]
+    outs = while_p.bind(*primals, cond_jaxpr=cond_jaxpr, body_jaxpr=body_jaxpr, cond_nconsts=cond_nconsts,
+                        body_nconsts=body_nconsts)
+    bt = tangents[cond_nconsts:cond_nconsts + body_nconsts]
+    ct = tangents[cond_nconsts + body_nconsts:]
+    c_avals = [get_aval(c) for c in carry]
+    # The tangent carry: every float carry (a tangent that starts at zero may not stay zero).
+    t_carry = [_is_float(a) for a in c_avals]
+    bc_nz = [not isinstance(t, Zero) for t in bt]
+    bc_avals = [get_aval(x) for x in bc]
+    nb = len(bc)
+
+    def body(*args):
+        b_primals = list(args[:nb])
+        b_t = list(args[nb:nb + sum(bc_nz)])
+        c = list(args[nb + sum(bc_nz):nb + sum(bc_nz) + len(carry)])
+        c_t = iter(args[nb + sum(bc_nz) + len(carry):])
+        it = iter(b_t)
+        tangents_in = [next(it) if z else Zero(tangent_aval(a)) for a, z in zip(bc_avals, bc_nz)]
+        tangents_in += [next(c_t) if f else Zero(tangent_aval(a)) for a, f in zip(c_avals, t_carry)]
+        p_out, t_out = jvp_flat(_eval(body_jaxpr), b_primals + c, tangents_in)
+        return list(p_out) + [instantiate(t) for t, f in zip(t_out, t_carry) if f]
+
+    t_avals = [tangent_aval(a) for a, f in zip(c_avals, t_carry) if f]
+    b_avals = bc_avals + [tangent_aval(a) for a, z in zip(bc_avals, bc_nz) if z]
+    new_body, consts = _flat_trace(body, b_avals + c_avals + t_avals)
+    assert not consts
+    nc = len(cc)
+
+    def cond(*args):
+        return _eval(cond_jaxpr)(*args[:nc], *args[nc:nc + len(carry)])
+    new_cond, consts = _flat_trace(cond, [get_aval(x) for x in cc] + c_avals + t_avals)
+    assert not consts
+    t_init = [instantiate(t) for t, f in zip(ct, t_carry) if f]
+    res = while_p.bind(*cc, *bc, *[t for t in bt if not isinstance(t, Zero)], *carry, *t_init,
+                       cond_jaxpr=new_cond, body_jaxpr=new_body, cond_nconsts=nc,
+                       body_nconsts=nb + sum(bc_nz))
+    it = iter(res[len(carry):])
+    return outs, [next(it) if f else Zero(tangent_aval(a)) for a, f in zip(c_avals, t_carry)]
+
+
+def _while_transpose(cts, *args, **params):
+    raise errors.TransformValueError(
+        "Reverse-mode differentiation does not work for lax.while_loop or lax.fori_loop with "
+        "dynamic start/stop values. Try using lax.scan, or using fori_loop with static start/stop.\n"
+        f"  at: {errors.user_source_line()}")
+
+
+jvp_rules[while_p] = _while_jvp
+transpose_rules[while_p] = _while_transpose
+
+
+# ---------------------------------------------------------------------------------------
+# scan
+
+def _scan_jvp(primals, tangents, *, jaxpr, length, num_carry, num_consts, reverse, unroll):
+    nk, nc = num_consts, num_carry
+    consts, carry, xs = primals[:nk], primals[nk:nk + nc], primals[nk + nc:]
+    tk, tc, tx = tangents[:nk], tangents[nk:nk + nc], tangents[nk + nc:]
+    in_avals = jaxpr.in_avals
+    k_avals, c_avals, x_avals = in_avals[:nk], in_avals[nk:nk + nc], in_avals[nk + nc:]
+    # 1. The primal scan, also returning the carry each step starts from (the residuals).
+    body = _eval(jaxpr)
+
+    def primal_body(*args):
+        out = body(*args)
+        return list(out) + list(args[nk:nk + nc])
+    pj, consts_ = _flat_trace(primal_body, in_avals)
+    assert not consts_
+    res = scan_p.bind(*primals, jaxpr=pj, length=length, num_carry=nc, num_consts=nk, reverse=reverse,
+                      unroll=unroll)
+    n_out = len(jaxpr.out_avals)
+    outs, residuals = res[:n_out], res[n_out:]
+    # 2. The tangent scan: consts (primal consts, their tangents), carry (the float carries'
+    #    tangents), xs (primal xs, residual carries, xs tangents).
+    k_nz = [not isinstance(t, Zero) for t in tk]
+    x_nz = [not isinstance(t, Zero) for t in tx]
+    c_t = [_is_float(a) for a in c_avals]
+    y_avals = jaxpr.out_avals[nc:]
+    y_t = [_is_float(a) for a in y_avals]
+    nkt, nct, nxt = sum(k_nz), sum(c_t), sum(x_nz)
+
+    def tangent_body(*args):
+        i = 0
+        kp = list(args[i:i + nk]); i += nk  # noqa: E702
+        kt = iter(args[i:i + nkt]); i += nkt  # noqa: E702
+        ct_ = iter(args[i:i + nct]); i += nct  # noqa: E702
+        xp = list(args[i:i + len(xs)]); i += len(xs)  # noqa: E702
+        cp = list(args[i:i + nc]); i += nc  # noqa: E702
+        xt = iter(args[i:i + nxt])
+        tin = [next(kt) if z else Zero(tangent_aval(a)) for a, z in zip(k_avals, k_nz)]
+        tin += [next(ct_) if f else Zero(tangent_aval(a)) for a, f in zip(c_avals, c_t)]
+        tin += [next(xt) if z else Zero(tangent_aval(a)) for a, z in zip(x_avals, x_nz)]
+        _, tout = jvp_flat(body, kp + cp + xp, tin)
+        return ([instantiate(t) for t, f in zip(tout[:nc], c_t) if f]
+                + [instantiate(t) for t, f in zip(tout[nc:], y_t) if f])
+
+    t_avals = (list(k_avals) + [tangent_aval(a) for a, z in zip(k_avals, k_nz) if z]
+               + [tangent_aval(a) for a, f in zip(c_avals, c_t) if f]
+               + list(x_avals) + list(c_avals) + [tangent_aval(a) for a, z in zip(x_avals, x_nz) if z])
+    tj, consts_ = _flat_trace(tangent_body, t_avals)
+    assert not consts_
+    operands = (list(consts) + [t for t in tk if not isinstance(t, Zero)]
+                + [instantiate(t) for t, f in zip(tc, c_t) if f]
+                + list(xs) + list(residuals) + [t for t in tx if not isinstance(t, Zero)])
+    touts = scan_p.bind(*operands, jaxpr=tj, length=length, num_carry=nct, num_consts=nk + nkt,
+                        reverse=reverse, unroll=unroll)
+    it = iter(touts)
+    t_carry = [next(it) if f else Zero(tangent_aval(a)) for a, f in zip(c_avals, c_t)]
+    t_ys = [next(it) if f else Zero(tangent_aval(a.update(shape=(length,) + a.shape))) for a, f in zip(y_avals, y_t)]
+    return outs, t_carry + t_ys
+
+
+def _scan_transpose(cts, *args, jaxpr, length, num_carry, num_consts, reverse, unroll):
+    nk, nc = num_consts, num_carry
+    consts, carry, xs = args[:nk], args[nk:nk + nc], args[nk + nc:]
+    k_lin = [is_undefined(a) for a in consts]
+    x_lin = [is_undefined(a) for a in xs]
+    # (the carry is linear: a known carry is an instantiated zero tangent, whose cotangent is dropped)
+    in_avals = jaxpr.in_avals
+    linear = k_lin + [True] * nc + x_lin
+    kk = [a for a in consts if not is_undefined(a)]
+    kx = [a for a in xs if not is_undefined(a)]
+    ct_carry = [instantiate(c) for c in cts[:nc]]
+    ct_ys = [instantiate(c) for c in cts[nc:]]
+    lk_avals = [a for a, lin in zip(in_avals[:nk], k_lin) if lin]
+    f_t = _transpose_jaxpr(jaxpr, linear, None)
+    nkk, nlk, nkx = len(kk), len(lk_avals), len(kx)
+
+    def body(*a):
+        i = 0
+        known_k = list(a[i:i + nkk]); i += nkk  # noqa: E702
+        acc = list(a[i:i + nlk]); i += nlk  # noqa: E702
+        c_ct = list(a[i:i + nc]); i += nc  # noqa: E702
+        known_x = list(a[i:i + nkx]); i += nkx  # noqa: E702
+        y_ct = list(a[i:])
+        from minixla import lax
+        in_cts = f_t(*known_k, *known_x, *c_ct, *y_ct)  # (known order: consts then xs)
+        k_ct, c_new, x_ct = in_cts[:nlk], in_cts[nlk:nlk + nc], in_cts[nlk + nc:]
+        return [lax.add(s, t) for s, t in zip(acc, k_ct)] + list(c_new) + list(x_ct)
+
+    ys_avals = [get_aval(c).update(shape=get_aval(c).shape[1:]) for c in ct_ys]
+    avals = ([get_aval(k) for k in kk] + lk_avals + [get_aval(c) for c in ct_carry]
+             + [get_aval(x).update(shape=get_aval(x).shape[1:]) for x in kx] + ys_avals)
+    tj, consts_ = _flat_trace(body, avals)
+    assert not consts_
+    zeros = [instantiate(Zero(a)) for a in lk_avals]
+    res = scan_p.bind(*kk, *zeros, *ct_carry, *kx, *ct_ys, jaxpr=tj, length=length, num_carry=nlk + nc,
+                      num_consts=nkk, reverse=not reverse, unroll=unroll)
+    k_cts, c_cts, x_cts = iter(res[:nlk]), res[nlk:nlk + nc], iter(res[nlk + nc:])
+    return ([next(k_cts) if lin else None for lin in k_lin]
+            + [c if is_undefined(a) else None for c, a in zip(c_cts, carry)]
+            + [next(x_cts) if lin else None for lin in x_lin])
+
+
+jvp_rules[scan_p] = _scan_jvp
+transpose_rules[scan_p] = _scan_transpose
+
+
+# ---------------------------------------------------------------------------------------
+# vmap (``batching_rules``). Every operand is given the batch axis in front (an unbatched one
+# is broadcast), each sub-jaxpr is vmapped over all its inputs, and every output is batched:
+# simple and always correct (JAX tracks which carries stay unbatched; here they are just
+# computed per example).
+
+def _vmapped(closed, size):
+    from minixla.interpreters.api import vmap
+    return vmap(lambda *a: list(_eval(closed)(*a)), in_axes=0, out_axes=0, axis_size=size)
+
+
+def _front(vals, dims, size):
+    from minixla.interpreters.batching import bdim_at_front
+    return [bdim_at_front(v, d, size) for v, d in zip(vals, dims)]
+
+
+def _batched_avals(vals):
+    return [get_aval(v) for v in vals]
+
+
+def _size(vals, dims):
+    return next(get_aval(v).shape[d] for v, d in zip(vals, dims) if d is not None)
+
+
+def _cond_batch(vals, dims, *, branches):
+    from minixla import lax
+    size = _size(vals, dims)
+    index, *ops = vals
+    ops = _front(ops, dims[1:], size)
+    avals = _batched_avals(ops)
+    new = []
+    for b in branches:
+        j, consts = _flat_trace(_vmapped(b, size), avals)
+        assert not consts
+        new.append(j)
+    if dims[0] is None:  # one branch for the whole batch
+        return cond_p.bind(index, *ops, branches=tuple(new)), [0] * len(branches[0].out_avals)
+    # A batched index: every branch runs, and each example selects its own (as JAX).
+    index = _front([index], [dims[0]], size)[0]
+    outs = [_eval(j)(*ops) for j in new]
+    results = []
+    for k in range(len(branches[0].out_avals)):
+        cases = [o[k] for o in outs]
+        shape = get_aval(cases[0]).shape
+        which = lax.broadcast_in_dim(index, shape, (0,)) if len(shape) > 1 else index
+        results.append(lax.select_n(which, *cases))
+    return results, [0] * len(results)
+
+
+def _while_batch(vals, dims, *, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
+    """A batched predicate: the loop runs while any example's does; an example that is done
+    keeps its carry (each step selects between the new and the old value)."""
+    from minixla import lax
+    size = _size(vals, dims)
+    vals = _front(vals, dims, size)
+    cc, bc = vals[:cond_nconsts], vals[cond_nconsts:cond_nconsts + body_nconsts]
+    carry = vals[cond_nconsts + body_nconsts:]
+    nc, nb = len(cc), len(bc)
+    vcond, vbody = _vmapped(cond_jaxpr, size), _vmapped(body_jaxpr, size)
+
+    def any_pred(*a):
+        p = vcond(*a)[0]
+        return [lax.reduce_or(p, (0,))]
+
+    def body(*a):
+        c_consts, b_consts, c = a[:nc], a[nc:nc + nb], a[nc + nb:]
+        p = vcond(*c_consts, *c)[0]
+        new = vbody(*b_consts, *c)
+        out = []
+        for n_, o in zip(new, c):
+            shape = get_aval(o).shape
+            which = lax.broadcast_in_dim(p, shape, (0,)) if len(shape) > 1 else p
+            out.append(lax.select_n(which, o, n_))
+        return list(c_consts) + out
+    c_avals = _batched_avals(carry)
+    new_cond, k1 = _flat_trace(any_pred, _batched_avals(cc) + c_avals)
+    new_body, k2 = _flat_trace(body, _batched_avals(cc) + _batched_avals(bc) + c_avals)
+    assert not k1 and not k2
+    outs = while_p.bind(*cc, *cc, *bc, *carry, cond_jaxpr=new_cond, body_jaxpr=_drop_outputs(new_body, nc),
+                        cond_nconsts=nc, body_nconsts=nc + nb)
+    return outs, [0] * len(outs)
+
+
+def _drop_outputs(closed, n):
+    """``closed`` without its first ``n`` outputs."""
+    j = closed.jaxpr
+    return ClosedJaxpr(Jaxpr(j.constvars, j.invars, j.eqns, j.outvars[n:]), closed.consts)
+
+
+def _scan_batch(vals, dims, *, jaxpr, length, num_carry, num_consts, reverse, unroll):
+    from minixla.interpreters.batching import moveaxis
+    size = _size(vals, dims)
+    nk, nc = num_consts, num_carry
+    front = _front(vals[:nk + nc], dims[:nk + nc], size)
+    xs = []
+    for v, d in zip(vals[nk + nc:], dims[nk + nc:]):
+        v = _front([v], [d if d is None else d], size)[0]  # batch first, then the scan axis second
+        xs.append(moveaxis(v, 0, 1))
+    x_avals = [get_aval(x).update(shape=(get_aval(x).shape[1:])) for x in xs]
+    j, consts = _flat_trace(_vmapped(jaxpr, size), _batched_avals(front) + x_avals)
+    assert not consts
+    outs = scan_p.bind(*front, *xs, jaxpr=j, length=length, num_carry=nc, num_consts=nk, reverse=reverse,
+                       unroll=unroll)
+    return outs, [0] * nc + [1] * (len(outs) - nc)
+
+
+def _register_batching():
+    from minixla.interpreters.batching import batching_rules
+    batching_rules[cond_p] = _cond_batch
+    batching_rules[while_p] = _while_batch
+    batching_rules[scan_p] = _scan_batch
+
+
+_register_batching()
