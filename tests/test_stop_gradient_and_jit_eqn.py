@@ -14,8 +14,7 @@ def test_stop_gradient_jaxpr_is_jax_s():
         assert str(minixla.make_jaxpr(lax.stop_gradient)(x)) == str(jax.make_jaxpr(jax.lax.stop_gradient)(x))
     got = str(minixla.make_jaxpr(minixla.grad(lambda x: lax.stop_gradient(x) * x))(1.))
     want = str(jax.make_jaxpr(jax.grad(lambda x: jax.lax.stop_gradient(x) * x))(1.))
-    assert got == want.replace("_:f32[] = mul b a\n    c:f32[] = mul b 1.0", "c:f32[] = mul b a\n    d:f32[] = mul b 1.0"
-                               ).replace("in (c,) }", "in (d,) }")
+    assert got == want  # (an unread output prints as ``_``, as JAX prints it)
 
 
 def test_stop_gradient_at_every_level_and_under_vmap():

@@ -208,8 +208,16 @@ def _param_number(instr):
 
 
 def _load_slot(plan, b, table, key):
+    """The data pointer of slot ``key``: a parameter's or output's slot holds its numpy array
+    object, whose data pointer is a field of it (``executable.ARRAY_DATA_OFFSET``), as in
+    ``_Plan._call``; the others hold the pointer itself."""
+    from minixla.backends.llvm.executable import ARRAY_DATA_OFFSET
     slot = b.gep(table, [T.i64(plan.slots[key])], inbounds=True, source_etype=T.PTR)
-    return b.load(slot, typ=T.PTR)
+    ptr = b.load(slot, typ=T.PTR)
+    if key[0] in ("param", "output") and ARRAY_DATA_OFFSET is not None:
+        field = b.gep(ptr, [T.i64(ARRAY_DATA_OFFSET)], inbounds=True, source_etype=ir.IntType(8))
+        ptr = b.load(field, typ=T.PTR)
+    return ptr
 
 
 def _memcpy(plan, b, table, dst, src, nbytes):
