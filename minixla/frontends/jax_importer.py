@@ -442,6 +442,28 @@ def _tile(x, *, reps):
 def _dot_general(lhs, rhs, *, dimension_numbers, precision=None, preferred_element_type=None, **rest):
     _plain_params("dot_general", rest)
     pet = canonicalize_dtype(preferred_element_type) if preferred_element_type is not None else None
+    ldt, rdt = lhs.dtype, rhs.dtype
+    if ldt == rdt == np.bool_:
+        # a bool product (XLA's dot on predicates: an "or" of "and"s): in int32, then != 0, as
+        # minixla.numpy.matmul computes it
+        i32 = np.dtype(np.int32)
+        lhs, rhs = (registry["convert_element_type"].bind(a, new_dtype=i32, weak_type=False) for a in (lhs, rhs))
+        out = _dot_general(lhs, rhs, dimension_numbers=dimension_numbers, precision=precision,
+                           preferred_element_type=i32)
+        return registry["convert_element_type"].bind(out, new_dtype=np.dtype(np.bool_), weak_type=False)
+    if (np.bool_ in (ldt, rdt) and _shape(lhs) == _shape(rhs) == (1,)
+            and _norm(dimension_numbers) == (((0,), (0,)), ((), ()))):
+        # the one-term dot of a bool and a number: XLA makes it ``x * convert(p)``, then
+        # ``select(p, x, 0)`` (+0.0 where the product gives -0.0; 0 for inf * False), as
+        # minixla.numpy.matmul does it
+        from minixla import numpy as mnp
+        return mnp.matmul(lhs, rhs)
+    if ldt != rdt:
+        # JAX's dot_general takes mixed dtypes (jnp.matmul of f32 and i32); its CPU/GPU lowering
+        # converts both operands to the result's dtype first, and so does this import
+        out = pet if pet is not None else canonicalize_dtype(jax.numpy.promote_types(ldt, rdt))
+        lhs, rhs = (registry["convert_element_type"].bind(a, new_dtype=out, weak_type=False)
+                    if a.dtype != out else a for a in (lhs, rhs))
     return registry["dot_general"].bind(lhs, rhs, dimension_numbers=_norm(dimension_numbers),
                                         precision=precision, preferred_element_type=pet)
 
