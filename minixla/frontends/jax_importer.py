@@ -19,6 +19,11 @@ builds a minixla jaxpr, which minixla's own passes and backends compile; run und
   (``UNSUPPORTED`` gives the reason for the known ones: control flow, sort and random land with
   minixla's own primitives for them) and the user's line, as JAX recorded it.
 
+Adding a primitive: one row ``import_rules[name] = rule`` (and its name out of ``UNSUPPORTED``;
+``tests/test_jax_frontend_docs.py`` checks both and ``docs/frontend.md`` counts it). Control flow
+(``cond``/``while``/``scan``) imports its branch and body jaxprs with ``import_jaxpr`` (the same
+signature, minixla's types) once minixla has those primitives.
+
 Entry points: ``import_jaxpr(closed_jaxpr)``, ``trace_with_jax(flat_fun, in_avals)`` (what
 ``minixla.jit(f, frontend="jax")`` uses) and ``call_with_jax(fun, args, kwargs)`` (the same
 inside an outer minixla trace). Mirrors no single JAX file: it plays the part of
@@ -249,14 +254,17 @@ def import_jaxpr(closed_jaxpr):
         bf16, f64/int64 under ``jax_enable_x64``, int8-64, uint8-64, bool).
     Returns:
       A minixla ``ClosedJaxpr`` with the same inputs and outputs (shapes, dtypes, weak types), which
-      ``minixla.hlo.lower_jaxpr`` lowers; ``minixla.jit(f, frontend="jax")`` does all of it.
+      ``minixla.hlo.lower_jaxpr`` lowers (``.source_jaxpr`` is JAX's); ``minixla.jit(f,
+      frontend="jax")`` does all of it.
     Raises:
       UnsupportedJaxPrimitiveError (a ``NotImplementedError``): a primitive without an import rule,
       naming it and the user's line. Any minixla error of a rule, prefixed with the JAX primitive.
     """
     closed = closed_jaxpr
     in_avals = _jaxpr_in_avals(closed)
-    return trace_to_jaxpr(lambda *xs: eval_jax_jaxpr(closed.jaxpr, closed.consts, xs), in_avals)
+    imported = trace_to_jaxpr(lambda *xs: eval_jax_jaxpr(closed.jaxpr, closed.consts, xs), in_avals)
+    imported.source_jaxpr = closed  # (JAX's jaxpr, for a reader comparing the two)
+    return imported
 
 
 def _shape_dtype_structs(avals):
