@@ -216,7 +216,7 @@ BAD_CALLS_SCRIPT = textwrap.dedent(r'''
         return tuple(rng.choice([0, 1, 2, 3, 4]) for _ in range(rng.randint(0, 3)))
 
     def run(fn, args, backend):
-        return minixla.jit(fn, backend=backend)(*args)
+        return minixla.jit(fn, backend=backend, frontend="minixla")(*args)  # (no switch to JAX)
 
     #: errors about the jitted function's own arguments point here (the call), not at a lambda
     CALL_LINE = run.__code__.co_firstlineno + 1

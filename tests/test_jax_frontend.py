@@ -23,6 +23,9 @@ def assert_tree_close(got, want, rtol=2e-5, atol=2e-6):
     for g, w in zip(got_leaves, want_leaves):
         assert np.asarray(g).dtype == np.asarray(w).dtype and np.shape(g) == np.shape(w)
         np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=rtol, atol=atol)
+        if rtol == atol == 0 and np.asarray(w).dtype.kind == "f":  # exact: the sign of zero too
+            g64, w64 = np.asarray(g, np.float64), np.asarray(w, np.float64)
+            np.testing.assert_array_equal(np.signbit(g64) | np.isnan(g64), np.signbit(w64) | np.isnan(w64))
 
 
 # ---------------------------------------------------------------------------------------
@@ -287,3 +290,17 @@ def test_common_jnp_surface(backend):
     x = np.arange(6, dtype=np.float32).reshape(2, 3) - 1.5
     assert_tree_close(minixla.jit(f, frontend="jax", backend=backend)(x, np.int32(1)),
                       jax.jit(f)(x, np.int32(1)), rtol=2e-7, atol=0)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_dot_general_of_mixed_dtypes(backend):
+    # jax 0.10's jnp.matmul hands dot_general mixed dtypes (found by the front end's fuzzer):
+    # JAX's CPU/GPU lowering converts both to the result dtype; bools multiply as XLA's predicates
+    def f(a, i, p, q):
+        return a @ i, i @ a, p @ p.T, p[0] @ a[0, :3], q @ a[:1, 0], q @ -a[:1, 0], q @ jnp.array([jnp.inf])
+    a = np.linspace(-2, 2, 12, dtype=np.float32).reshape(3, 4)
+    i = np.arange(-6, 6, dtype=np.int32).reshape(4, 3)
+    p = np.array([[True, False, True], [False, False, True]])
+    q = np.array([False])
+    assert_tree_close(minixla.jit(f, frontend="jax", backend=backend)(a, i, p, q), jax.jit(f)(a, i, p, q),
+                      rtol=0, atol=0)

@@ -19,6 +19,11 @@ builds a minixla jaxpr, which minixla's own passes and backends compile; run und
   (``UNSUPPORTED`` gives the reason for the known ones: control flow, sort and random land with
   minixla's own primitives for them) and the user's line, as JAX recorded it.
 
+Adding a primitive: one row ``import_rules[name] = rule`` (and its name out of ``UNSUPPORTED``;
+``tests/test_jax_frontend_docs.py`` checks both and ``docs/frontend.md`` counts it). Control flow
+(``cond``/``while``/``scan``) imports its branch and body jaxprs with ``import_jaxpr`` (the same
+signature, minixla's types) once minixla has those primitives.
+
 Entry points: ``import_jaxpr(closed_jaxpr)``, ``trace_with_jax(flat_fun, in_avals)`` (what
 ``minixla.jit(f, frontend="jax")`` uses) and ``call_with_jax(fun, args, kwargs)`` (the same
 inside an outer minixla trace). Mirrors no single JAX file: it plays the part of
@@ -249,14 +254,17 @@ def import_jaxpr(closed_jaxpr):
         bf16, f64/int64 under ``jax_enable_x64``, int8-64, uint8-64, bool).
     Returns:
       A minixla ``ClosedJaxpr`` with the same inputs and outputs (shapes, dtypes, weak types), which
-      ``minixla.hlo.lower_jaxpr`` lowers; ``minixla.jit(f, frontend="jax")`` does all of it.
+      ``minixla.hlo.lower_jaxpr`` lowers (``.source_jaxpr`` is JAX's); ``minixla.jit(f,
+      frontend="jax")`` does all of it.
     Raises:
       UnsupportedJaxPrimitiveError (a ``NotImplementedError``): a primitive without an import rule,
       naming it and the user's line. Any minixla error of a rule, prefixed with the JAX primitive.
     """
     closed = closed_jaxpr
     in_avals = _jaxpr_in_avals(closed)
-    return trace_to_jaxpr(lambda *xs: eval_jax_jaxpr(closed.jaxpr, closed.consts, xs), in_avals)
+    imported = trace_to_jaxpr(lambda *xs: eval_jax_jaxpr(closed.jaxpr, closed.consts, xs), in_avals)
+    imported.source_jaxpr = closed  # (JAX's jaxpr, for a reader comparing the two)
+    return imported
 
 
 def _shape_dtype_structs(avals):
@@ -442,6 +450,28 @@ def _tile(x, *, reps):
 def _dot_general(lhs, rhs, *, dimension_numbers, precision=None, preferred_element_type=None, **rest):
     _plain_params("dot_general", rest)
     pet = canonicalize_dtype(preferred_element_type) if preferred_element_type is not None else None
+    ldt, rdt = lhs.dtype, rhs.dtype
+    if ldt == rdt == np.bool_:
+        # a bool product (XLA's dot on predicates: an "or" of "and"s): in int32, then != 0, as
+        # minixla.numpy.matmul computes it
+        i32 = np.dtype(np.int32)
+        lhs, rhs = (registry["convert_element_type"].bind(a, new_dtype=i32, weak_type=False) for a in (lhs, rhs))
+        out = _dot_general(lhs, rhs, dimension_numbers=dimension_numbers, precision=precision,
+                           preferred_element_type=i32)
+        return registry["convert_element_type"].bind(out, new_dtype=np.dtype(np.bool_), weak_type=False)
+    if (np.bool_ in (ldt, rdt) and _shape(lhs) == _shape(rhs) == (1,)
+            and _norm(dimension_numbers) == (((0,), (0,)), ((), ()))):
+        # the one-term dot of a bool and a number: XLA makes it ``x * convert(p)``, then
+        # ``select(p, x, 0)`` (+0.0 where the product gives -0.0; 0 for inf * False), as
+        # minixla.numpy.matmul does it
+        from minixla import numpy as mnp
+        return mnp.matmul(lhs, rhs)
+    if ldt != rdt:
+        # JAX's dot_general takes mixed dtypes (jnp.matmul of f32 and i32); its CPU/GPU lowering
+        # converts both operands to the result's dtype first, and so does this import
+        out = pet if pet is not None else canonicalize_dtype(jax.numpy.promote_types(ldt, rdt))
+        lhs, rhs = (registry["convert_element_type"].bind(a, new_dtype=out, weak_type=False)
+                    if a.dtype != out else a for a in (lhs, rhs))
     return registry["dot_general"].bind(lhs, rhs, dimension_numbers=_norm(dimension_numbers),
                                         precision=precision, preferred_element_type=pet)
 
