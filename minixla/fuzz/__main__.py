@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import collections
 import json
+import pickle
 import sys
 import time
 
@@ -64,6 +65,11 @@ def main(argv=None):
             counts["failed"] += 1
             print(f"--- failure {counts['failed']}:\n{str(e)[:3000]}", file=sys.stderr, flush=True)
             if args.failures:
+                from minixla.fuzz import transforms
+                if transforms.LAST:
+                    with open(f"{args.failures}.{counts['failed']}.pkl", "wb") as fh:
+                        pickle.dump(dict(transforms.LAST), fh)
+                    transforms.LAST.clear()
                 with open(args.failures, "a") as fh:
                     fh.write(json.dumps({"mode": args.mode, "seed": args.seed, "message": str(e)[:6000]}) + "\n")
         n = sum(counts.values())

@@ -387,7 +387,9 @@ def compare(name, got, want, exact, signed_zeros=True, rtol=None, atol=0.0):
 
 def describe(inputs, program, outputs=None) -> str:
     """A program as its op list (what a failing example prints)."""
-    note = "\n".join(f"  v{len(inputs) + j} = {op}{tuple(ids)} {p}" for j, (op, ids, p) in enumerate(program))
+    def show(p):  # (constant operands on one line)
+        return {k: v.tolist() if isinstance(v, np.ndarray) else v for k, v in p.items()}
+    note = "\n".join(f"  v{len(inputs) + j} = {op}{tuple(ids)} {show(p)}" for j, (op, ids, p) in enumerate(program))
     return (f"program over inputs {[(x.dtype.name, x.shape) for x in inputs]}:\n{note}"
             + (f"\noutputs {outputs}" if outputs is not None else ""))
 

@@ -329,15 +329,29 @@ def run_vmap(draw, inputs, program, outputs, vals, special_rate=0.15):
     except ValueError:  # out_axes None for a batched output (JAX refuses it; so must minixla)
         out_axes = [0 if a is None else a for a in out_axes]
         refs = _references(batched(jax.vmap, jnp, jax.lax, out_axes), args)
-    for b in BACKENDS:
-        got = minixla.jit(batched(minixla.vmap, mnp, mlax, out_axes), backend=b)(*args)
-        for j, (g, w, o) in enumerate(zip(got, refs[b], outputs)):
-            compare(f"[{b}] vmap output {j} (value {o}, in_axes {in_axes}, out_axes {out_axes[j]}, size {size})",
-                    g, w, vals[o].exact, signed_zeros=b == "llvm")
+    LAST.clear()
+    LAST.update(mode="vmap", program=program, outputs=outputs, args=args, in_axes=in_axes, out_axes=out_axes)
+    try:
+        for b in BACKENDS:
+            got = minixla.jit(batched(minixla.vmap, mnp, mlax, out_axes), backend=b)(*args)
+            for j, (g, w, o) in enumerate(zip(got, refs[b], outputs)):
+                compare(f"[{b}] vmap output {j} (value {o})", g, w, vals[o].exact, signed_zeros=b == "llvm")
+    except Exception as e:
+        raise AssertionError(f"in_axes {in_axes}, out_axes {out_axes}, size {size}: {type(e).__name__}: {e}") from e
     return "vmap"
 
 
 MODES = {"grad": run_grad, "jvp": run_jvp, "vmap": run_vmap}
+#: the last vmap case run (program, outputs, batched args, axes): the deep-run driver pickles it
+#: on a failure, for ``replay_vmap``
+LAST: dict = {}
+
+
+def replay_vmap(case, backend="llvm"):
+    """Re-run a pickled ``LAST`` vmap case with minixla (no reference): for a post-mortem."""
+    fun = minixla.vmap(lambda *xs: interpret(mnp, mlax, case["program"], xs, case["outputs"]),
+                       in_axes=tuple(case["in_axes"]), out_axes=tuple(case["out_axes"]))
+    return minixla.jit(fun, backend=backend)(*case["args"])
 
 
 def fuzz_transform(mode, prog, data, log=None):

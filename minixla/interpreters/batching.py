@@ -380,6 +380,11 @@ def _split_axis(x, axis, sizes):
     return L.reshape_p.bind(x, new_sizes=shape[:axis] + tuple(sizes) + shape[axis + 1:], dimensions=None)
 
 
+def _example_shape(x, bdim):
+    shape = get_aval(x).shape
+    return shape[:bdim] + shape[bdim + 1:]
+
+
 def _conv_b(vals, dims, **params):
     """Batched input: the batch joins the input's batch dim N. Batched kernel: the batch joins
     the out-feature dim (inside each feature group). Both: the batch becomes extra feature
@@ -390,13 +395,21 @@ def _conv_b(vals, dims, **params):
     if params.get("batch_group_count", 1) != 1:
         raise errors.UnsupportedError("vmap of conv_general_dilated with batch_group_count != 1")
     o_ax = dn.out_spec[1]
+    # (the per-example sizes are read off the operands, never divided out of the merged output:
+    # a batch of 0 examples merges into a 0-sized dim)
     if dr is None:
         size = get_aval(lhs).shape[dl]
+        n = _example_shape(lhs, dl)[dn.lhs_spec[0]]
         lhs = _merge_into(lhs, dl, dn.lhs_spec[0])
         out = L.conv_general_dilated_p.bind(lhs, rhs, **params)
-        return _split_axis(out, dn.out_spec[0], (size, get_aval(out).shape[dn.out_spec[0]] // size)), dn.out_spec[0]
+        return _split_axis(out, dn.out_spec[0], (size, n)), dn.out_spec[0]
     size = get_aval(rhs).shape[dr]
     o_r = dn.rhs_spec[0]
+    if size == 0 and dl is not None:  # no example (and no 0 feature groups): any kernel of the
+        # example's shape gives the empty result
+        kernel = L.broadcast_in_dim_p.bind(np.zeros((), get_aval(rhs).dtype)[()], shape=_example_shape(rhs, dr),
+                                           broadcast_dimensions=())
+        return _conv_b([lhs, kernel], [dl, None], **params)
     if dl is None:
         rhs = moveaxis(rhs, dr, 0)
         O = get_aval(rhs).shape[1 + o_r]
@@ -406,10 +419,10 @@ def _conv_b(vals, dims, **params):
         out = _split_axis(out, o_ax, (G, size, O // G))
         out = moveaxis(out, o_ax + 1, 0)  # the batch first, then (G, Og) merged back
         return _split_merge(out, 1 + o_ax), 0
+    O = _example_shape(rhs, dr)[o_r]
     rhs = _merge_into(rhs, dr, o_r)  # out features (B, G, Og), batch-major
     lhs = _merge_into(lhs, dl, dn.lhs_spec[1])  # in features (B, G, Cg)
     out = L.conv_general_dilated_p.bind(lhs, rhs, **{**params, "feature_group_count": size * G})
-    O = get_aval(out).shape[o_ax] // size
     return _split_axis(out, o_ax, (size, O)), o_ax
 
 
