@@ -378,6 +378,7 @@ class Jitted:
         except errors.MinixlaError as e:
             self._argument_error(args, kwargs, e)
         flat_fun, out_store = flatten_fun(fun, in_tree)
+        persistent_cache.enable_jax_cache()  # (tracing may compile eager ops with XLA)
         t0 = time.perf_counter()
         closed = trace_to_jaxpr(flat_fun, in_avals)
         t1 = time.perf_counter()
