@@ -6,8 +6,13 @@ The one place that wires the pipeline together::
           .compile()         passes -> buffers -> backend     Compiled.as_text(): optimized HLO
     jit(f)(*args)            the same, cached on the arguments' pytree structure and avals
 
-The cache key is the input pytree structure plus each leaf's (shape, dtype, weak_type), as
-JAX keys its own cache; a new shape or dtype traces and compiles again.
+The cache key is the input pytree structure plus each leaf's (shape, dtype, weak_type), the
+static arguments' values and ``jax_enable_x64``, as JAX keys its own cache; a new shape or
+dtype traces and compiles again. The cache is a bounded LRU (``minixla_jit_cache_size``);
+``minixla_log_compiles``, ``minixla_explain_cache_misses`` and the recompile warning report
+what compiles and why (``jit_diagnostics.py``); with ``minixla_compilation_cache_dir`` set a
+compile first looks the optimized program up on disk (``minixla/cache``). Options:
+``minixla.config``.
 """
 from __future__ import annotations
 
@@ -347,7 +352,6 @@ class Jitted:
         self._compiling_lock = threading.Lock()
         # Descriptions of the signatures compiled so far (for the diagnostics; bounded).
         self._history: collections.OrderedDict = collections.OrderedDict()
-        self._signatures_compiled = 0
         self._warned_recompiles = False
         functools.update_wrapper(self, fun)
 
@@ -402,6 +406,7 @@ class Jitted:
         except errors.MinixlaError as e:
             self._argument_error(args, kwargs, e)
         flat_fun, out_store = flatten_fun(fun, in_tree)
+        persistent_cache.enable_jax_cache()  # (tracing may compile eager ops with XLA)
         t0 = time.perf_counter()
         closed = self._trace(flat_fun, in_avals)
         t1 = time.perf_counter()

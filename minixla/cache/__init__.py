@@ -13,9 +13,11 @@ Nothing here raises into the user's call: an entry that cannot be read or writte
 truncated, another version or CPU, an unwritable directory, a full disk) is a
 ``CompilationCacheWarning`` and a normal compile.
 
-The ``jax`` backend hands programs to XLA: with a cache directory set, it turns on JAX's own
-persistent cache (``jax_compilation_cache_dir``) in the same directory (JAX's files have
-their own names; this cache neither lists nor evicts them).
+With a cache directory set, JAX's own persistent cache (``jax_compilation_cache_dir``) is
+turned on in the same directory: the ``jax`` backend's programs are compiled by XLA, and
+tracing evaluates some ops eagerly through JAX (each an XLA compile). JAX's files have their
+own names; this cache neither lists nor evicts them. Turning the cache off gives JAX its
+previous settings back (at the next trace).
 
 ``python -m minixla.cache [--dir DIR] list|stats|clear`` inspects a directory. ``stats`` in
 this module counts this process's hits, misses and writes.
@@ -104,25 +106,36 @@ def save(key, module, backend: str, executable, compile_ms: float) -> bool:
     return ok
 
 
-_jax_cache_dir = None
+_jax_cache_dir = None  # the directory JAX's cache was pointed at by us, or None
+_jax_saved: dict = {}  # JAX's own settings before that, restored when the cache is turned off
+
+_JAX_OPTIONS = ("jax_compilation_cache_dir", "jax_persistent_cache_min_compile_time_secs",
+                "jax_persistent_cache_min_entry_size_bytes")
 
 
 def enable_jax_cache() -> None:
-    """Point JAX's persistent cache at this cache's directory (the ``jax`` backend calls this
-    before each compile; a no-op when the cache is off or already pointed there)."""
+    """Point JAX's persistent cache at this cache's directory, or give JAX its own settings
+    back when the cache is off. Called before tracing (minixla evaluates some ops, constants
+    among them, eagerly through JAX, and each is an XLA compile) and before the ``jax``
+    backend compiles; a no-op when nothing changed."""
     global _jax_cache_dir
     d = directory()
-    if d is None or d == _jax_cache_dir:
+    if d == _jax_cache_dir:
         return
     try:
         import jax
-        jax.config.update("jax_compilation_cache_dir", d)
-        jax.config.update("jax_persistent_cache_min_compile_time_secs",
-                          float(config.read("minixla_persistent_cache_min_compile_time_secs")))
-        jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
-        if _jax_cache_dir is not None:  # (JAX initializes its cache once: re-point it)
-            from jax._src import compilation_cache as jcc
-            jcc.reset_cache()
+        from jax._src import compilation_cache as jcc
+        if _jax_cache_dir is None:
+            _jax_saved.update({name: getattr(jax.config, name) for name in _JAX_OPTIONS})
+        if d is None:
+            for name, value in _jax_saved.items():
+                jax.config.update(name, value)
+        else:
+            jax.config.update("jax_compilation_cache_dir", d)
+            jax.config.update("jax_persistent_cache_min_compile_time_secs",
+                              float(config.read("minixla_persistent_cache_min_compile_time_secs")))
+            jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+        jcc.reset_cache()  # (JAX decides once whether it uses its cache: decide again)
         _jax_cache_dir = d
     except Exception as e:
-        store.warn(f"cannot enable JAX's persistent cache in {d}: {e}")
+        store.warn(f"cannot point JAX's persistent cache at {d}: {e}")
