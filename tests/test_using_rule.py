@@ -47,3 +47,25 @@ def test_using_rule_unknown_table_or_primitive():
     with pytest.raises(KeyError):
         with using_rule("jvp", "no_such_primitive", None):
             pass
+
+
+def test_a_rule_that_breaks_its_contract_is_named():
+    # a JVP rule returning only the tangent, or a reduced tangent, and a transpose rule returning
+    # a bare array were unpacked row by row into silently wrong derivatives
+    x = np.full((2, 3), 0.5, np.float32)
+    only_tangent = lambda primals, tangents: lax.mul(tangents[0], np.float32(2))
+    reduced = lambda primals, tangents: (lax.tanh(primals[0]), mnp.sum(tangents[0]))
+    with using_rule("jvp", lax.tanh_p, only_tangent):
+        with pytest.raises(minixla.errors.TransformTypeError, match="jvp rule of 'tanh' must return a pair"):
+            minixla.jvp(mnp.tanh, (x,), (x,))
+    with using_rule("jvp", lax.tanh_p, reduced):
+        with pytest.raises(minixla.errors.TransformTypeError, match=r"tangent of shape \(\) for a primal output f32\[2,3\]"):
+            minixla.grad(lambda x: mnp.sum(mnp.tanh(x)))(x)
+    bare = lambda ct, x, *, axes: lax.broadcast_in_dim(ct, x.aval.shape, (1,))
+    with using_rule("transpose", lax.reduce_sum_p, bare):
+        with pytest.raises(minixla.errors.TransformTypeError, match="transpose rule of 'reduce_sum' must return a list of 1"):
+            minixla.vjp(lambda x: lax.reduce_sum(x, (0,)), x)[1](np.ones(3, np.float32))
+    wrong_shape = lambda ct, x, *, axes: [ct]
+    with using_rule("transpose", lax.reduce_sum_p, wrong_shape):
+        with pytest.raises(minixla.errors.TransformTypeError, match=r"cotangent of shape \(3,\) for its operand 0, f32\[2,3\]"):
+            minixla.vjp(lambda x: lax.reduce_sum(x, (0,)), x)[1](np.ones(3, np.float32))

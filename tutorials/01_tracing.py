@@ -119,7 +119,10 @@ except minixla.errors.TracerBoolConversionError as e:
 assert "(relu_with_if)" in str(error)  # the error names the user's function and line
 
 # %% [markdown]
-# The fix is to make the choice part of the program, with `where` (a `select_n` primitive):
+# The fix is to make the choice part of the program, with `where` (a `select_n` primitive).
+# Read `select_n b c a` as "case `b` of (`c`, `a`)": the operand for `False` comes first, then
+# the one for `True` (`lax.select_n(pred, *cases)` picks `cases[pred]`), so `where(p, x, y)` is
+# `select_n p y x`:
 
 # %%
 where_jaxpr = minixla.make_jaxpr(lambda x: mnp.where(x > 0, x, 0.0 * x))(np.float32(1.0))

@@ -21,7 +21,9 @@
 # some textbook rewrites are wrong, and ends with writing a pass and its FileCheck test.
 #
 # `compile()` runs them as XLA's `RunHloPasses` does: `cse`, `constant-folding`,
-# `algebraic-simplifier` and `dce`, repeated until none changes the module, before fusion.
+# `algebraic-simplifier` and `dce`, repeated until none changes the module (the `simplify/`
+# entries of the log below), before fusion. The `optimize/` passes after them (transpose
+# folding, convolution canonicalization, fusion, scheduling) are later chapters' subjects.
 #
 # *Mirrors* XLA's `xla/hlo/transforms/simplifiers/algebraic_simplifier.cc` (and `hlo_cse.cc`,
 # `hlo_dce.cc`, `hlo_constant_folding.cc`, `xla/hlo/pass/hlo_pass_pipeline.h`).
@@ -252,11 +254,12 @@ np.testing.assert_array_equal(evaluate(before, special).view(np.uint32), evaluat
 # %% [markdown]
 # ## 6. Exercise: `x / 2**k -> x * 2**-k`
 #
-# A division costs several multiplications. When `c` is a power of two **whose reciprocal is a
-# normal float** (`2**-126 <= 1/c`), `1/c` is exact and `x / c == x * (1/c)` for every `x`, bit for
-# bit. Otherwise the rewrite changes results: `1/3` is rounded, and `c = 2**127` is a fine power
-# of two whose reciprocal `2**-127` is subnormal -- and multiplying by a subnormal (flushed to
-# zero on this backend, as XLA:CPU does) multiplies by zero:
+# A division costs several multiplications. When `c` is `±2**k` and **both `c` and `1/c` are
+# normal floats** (in float32 `2**-126 <= |c|, |1/c|`), `1/c` is exact and `x / c == x * (1/c)`
+# for every `x`, bit for bit. Otherwise the rewrite changes results: `1/3` is rounded, and
+# `c = 2**127` is a fine power of two whose reciprocal `2**-127` is subnormal -- and multiplying by
+# a subnormal (flushed to zero on this backend, as XLA:CPU does) multiplies by zero. (The other
+# way round, a subnormal `c = 2**-127` is itself flushed: `x / c` is `x / 0`.)
 
 # %%
 big = jnp.float32(2.0**127)
@@ -281,8 +284,16 @@ assert float(big / big) == 1.0 and float(big * jnp.float32(2.0**-127)) == 0.0
 # %%
 from exercises import ch03_divide_by_power_of_two
 
-halve = parse(double_negate.replace("exponential(%n2)", "divide(%p0, %two)").replace(
-    "  %n1", "  %t = f32[] constant(2)\n  %two = f32[8]{0} broadcast(%t), dimensions={}\n  %n1"))
+halve = parse("""
+HloModule t
+
+ENTRY %main (p0: f32[8]) -> f32[8] {
+  %p0 = f32[8]{0} parameter(0)
+  %t = f32[] constant(2)
+  %two = f32[8]{0} broadcast(%t), dimensions={}
+  ROOT %out = f32[8]{0} divide(%p0, %two)
+}
+""")
 try:
     ch03_divide_by_power_of_two.DivideByPowerOfTwo().run(halve)
     DeadCodeElimination().run(halve)

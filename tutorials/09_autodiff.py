@@ -499,18 +499,26 @@ assert np.isclose(value, want_value, rtol=1e-5)
 assert all(np.allclose(new_p[k], want_p[k], rtol=1e-4, atol=1e-5) for k in pc)
 
 # %% [markdown]
-# (The step is written once, with `np=`/`lax=`/`value_and_grad=` arguments, as in tutorial 14:
-# the check runs exactly the same source under `jax.jit` with `jax.numpy`.)
+# (The step is written once, with `np=`/`lax=`/`value_and_grad=` arguments, as
+# `examples/digits_cnn.py`'s `make_step`: the check runs exactly the same source under `jax.jit`
+# with `jax.numpy`.)
 #
 # ## Exercise: a JVP rule and a transpose rule
 #
 # Write two rows of minixla's tables in `tutorials/exercises/ch09_jvp_transpose.py`:
 #
-# 1. `tanh_jvp(primals, tangents)`, the `jvp_rules` row of `tanh`: return `(tanh x, tangent)`,
-#    written with `minixla.lax` so that it can be differentiated again (`grad(grad(f))` runs
-#    your rule on tracers);
-# 2. `reduce_sum_transpose(ct, x, *, axes)`, the `transpose_rules` row of `reduce_sum`: `x` is
-#    an `UndefinedPrimal` (only `x.aval` is known); return a list with the cotangent of `x`.
+# 1. `tanh_jvp(primals, tangents)`, the `jvp_rules` row of `tanh`. A row has the signature of
+#    the rows called in section 1 (`ad.jvp_rules[lax.sin_p]([x], [t])`): lists of primals and
+#    tangents in, **one pair** `(primal_out, tangent_out)` out -- not `defjvp`'s per-operand
+#    `fn(g, ans, x)`. Write it with `minixla.lax` (or `minixla.numpy`), not NumPy: a first
+#    derivative would work with `np.tanh`, because `linearize` passes the primal as an array, but
+#    `grad(grad(f))` runs your rule on tracers;
+# 2. `reduce_sum_transpose(ct, x, *, axes)`, the `transpose_rules` row of `reduce_sum`, called as
+#    the `mul` row in section 3: `x` is an `UndefinedPrimal` (only `x.aval` is known); return a
+#    **list** with one cotangent per operand, here `[cotangent of x]`, of `x`'s shape.
+#
+# A row that returns something else (a bare array, a tangent of the wrong shape) raises a
+# `TransformTypeError` naming the rule.
 #
 # `minixla.interpreters.rules.using_rule(table, prim, rule)` puts a rule in a table for the
 # duration of a `with` block; the test does that and compares `jvp`, `grad`, `vjp` and the

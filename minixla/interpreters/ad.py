@@ -122,16 +122,28 @@ class JVPTrace:
         if rule is None:
             raise errors.UnsupportedError(
                 f"Differentiation rule for '{prim.name}' not implemented\n  at: {errors.user_source_line()}")
-        primal_out, tangent_out = rule(list(primals), list(tangents), **params)
+        out = rule(list(primals), list(tangents), **params)
+        if not (isinstance(out, (tuple, list)) and len(out) == 2):
+            raise errors.TransformTypeError(
+                f"the jvp rule of '{prim.name}' must return a pair (primal_out, tangent_out), got "
+                f"{_describe(out)}\n  at: {errors.user_source_line()}")
+        primal_out, tangent_out = out
         if prim.multiple_results:
-            return [self._wrap(p, t) for p, t in zip(primal_out, tangent_out)]
-        return self._wrap(primal_out, tangent_out)
+            return [self._wrap(p, t, prim) for p, t in zip(primal_out, tangent_out)]
+        return self._wrap(primal_out, tangent_out, prim)
 
-    def _wrap(self, primal, tangent):
+    def _wrap(self, primal, tangent, prim=None):
         aval = get_aval(primal)
         if not is_float(aval.dtype) or isinstance(tangent, Zero):
             return primal  # an integer/bool result, or one with a zero tangent: a constant here
+        # a rule's mistake (a swapped pair, a reduced tangent) would otherwise surface far away
+        if prim is not None and np.shape(tangent) != aval.shape:
+            raise errors.TransformTypeError(
+                f"the jvp rule of '{prim.name}' returned a tangent of shape {np.shape(tangent)} for a "
+                f"primal output {aval.str_short()}: a tangent has its primal's shape\n"
+                f"  at: {errors.user_source_line()}")
         return JVPTracer(self, primal, tangent)
+
 
 
 def jvp_flat(fun, primals, tangents):
@@ -226,6 +238,27 @@ def is_undefined(x) -> bool:
     return isinstance(x, UndefinedPrimal)
 
 
+def _describe(x) -> str:
+    shape = getattr(x, "shape", None)
+    return f"{type(x).__name__} of shape {tuple(shape)}" if shape is not None else type(x).__name__
+
+
+def _check_cotangents(eqn, args, ct_in):
+    """A transpose rule returns one cotangent per operand (``None`` or ``Zero`` where there is
+    none), each of its ``UndefinedPrimal``'s shape: a bare array would be iterated row by row
+    into wrong gradients, so say which rule broke the contract."""
+    name = eqn.primitive.name
+    if not isinstance(ct_in, (list, tuple)) or len(ct_in) != len(args):
+        raise errors.TransformTypeError(
+            f"the transpose rule of '{name}' must return a list of {len(args)} cotangent(s), one per "
+            f"operand (None for a known operand), got {_describe(ct_in)}")
+    for n, (a, c) in enumerate(zip(args, ct_in)):
+        if is_undefined(a) and c is not None and not isinstance(c, Zero) and np.shape(c) != a.aval.shape:
+            raise errors.TransformTypeError(
+                f"the transpose rule of '{name}' returned a cotangent of shape {np.shape(c)} for its "
+                f"operand {n}, {a.aval.str_short()}: a cotangent has its operand's shape")
+
+
 def backward_pass(jaxpr, consts, cts_out, args=None):
     """Transpose the linear ``jaxpr`` (inputs: its invars; constvars: ``consts``, the residuals).
 
@@ -270,6 +303,7 @@ def backward_pass(jaxpr, consts, cts_out, args=None):
             raise errors.UnsupportedError(f"Transpose rule (for reverse-mode differentiation) for "
                                           f"'{eqn.primitive.name}' not implemented")
         ct_in = rule(cts if eqn.primitive.multiple_results else cts[0], *args, **eqn.params)
+        _check_cotangents(eqn, args, ct_in)
         for a, c in zip(eqn.invars, ct_in):
             write(a, c)
     return [ct_env.get(v.id, Zero(v.aval)) for v in jaxpr.invars]

@@ -51,7 +51,7 @@ def assert_same_bits(before, after, inputs):
                                               ("1.1754943508222875e-38", "8.507059173023462e+37")])
 def test_power_of_two_becomes_a_multiply(value, reciprocal):
     before, after, changed = run_pass(module(scalar_divisor(value)))
-    assert changed
+    assert changed, f"x / {value} should become x * {reciprocal}, but run() returned False:\n{after}"
     filecheck(after.to_string(), f"""
 CHECK: %[[C:.*]] = f32[] constant({reciprocal})
 CHECK: %[[B:.*]] = f32[16]{{0}} broadcast(%[[C]])
@@ -75,7 +75,8 @@ ENTRY %main (p0: f32[], p1: f32[3]) -> (f32[], f32[3]) {
 }
 """
     before, after, changed = run_pass(text)
-    assert changed and "divide" not in after.to_string()
+    assert changed and "divide" not in after.to_string(), (
+        f"a rank-0 divide and a divide by a constant array of 4s should both become multiplies:\n{after}")
     for k in range(0, len(F32), 3):
         args = [F32[k].reshape(()), np.resize(F32[k:k + 3], 3)]
         for want, got in zip(evaluate(before, *args), evaluate(after, *args)):
@@ -87,7 +88,8 @@ def test_chain_of_divides():
         "ROOT %d = f32[16]{0} divide(%e, %c)",
         "%d = f32[16]{0} divide(%e, %c)\n  ROOT %d2 = f32[16]{0} divide(%d, %c)")
     before, after, changed = run_pass(text)
-    assert changed and after.to_string().count("multiply(") == 2 and "divide" not in after.to_string()
+    assert changed and after.to_string().count("multiply(") == 2 and "divide" not in after.to_string(), (
+        f"(e / 2) / 2: both divides should become multiplies (the second's dividend is the first):\n{after}")
     assert_same_bits(before, after, [F32, F32])
 
 
@@ -103,12 +105,12 @@ def test_chain_of_divides():
 ], ids=["three", "zero", "minus_zero", "inf", "nan", "reciprocal_subnormal", "subnormal", "parameter"])
 def test_left_alone(divisor):
     before, after, changed = run_pass(module(divisor))
-    assert not changed
-    assert "divide(%p0, %c)" in after.to_string()
+    assert not changed, f"this divisor must be left alone, but run() returned True:\n  {divisor}\n{after}"
+    assert "divide(%p0, %c)" in after.to_string(), f"the divide by\n  {divisor}\nwas rewritten:\n{after}"
 
 
 def test_integers_left_alone():
     before, after, changed = run_pass(module(scalar_divisor("2", "s32"), dtype="s32").replace(
         "%e = s32[16]{0} exponential(%p0)\n", ""))
-    assert not changed and "divide(" in after.to_string()
+    assert not changed and "divide(" in after.to_string(), f"an integer divide must be left alone:\n{after}"
 

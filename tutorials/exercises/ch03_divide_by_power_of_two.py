@@ -17,9 +17,16 @@ or a ``broadcast`` of a rank-0 ``constant``: ``scalar_constant_bits`` below retu
   literal=np.asarray(r, dtype), name=module.unique_name("constant"))``), a ``broadcast`` of it to
   the divide's shape when the divide is not rank 0 (``attrs={"dimensions": ()}``), and a
   ``multiply`` of the dividend and it, with the divide's shape;
-- put them into ``comp.instructions`` before the divide (operands before users), and make every
-  user of the divide, and ``comp.root`` if it is the divide, use the multiply instead
-  (``comp.replace_all_uses(old, new)``). Leave the dead divide for DCE.
+- put them into ``comp.instructions`` before the divide (operands before users: the verifier
+  rejects a user listed before its operand), and make every user of the divide, and
+  ``comp.root`` if it is the divide, use the multiply instead (``comp.replace_all_uses(old,
+  new)`` does both). Leave the dead divide for DCE.
+
+The IR: ``module.computations`` is a property (a list, the entry last); ``comp.instructions`` a
+list you may edit (loop over a copy, ``list(comp.instructions)``, since you insert into it);
+``instr.operands``, ``instr.shape.dtype``, ``instr.shape.rank``. Give every new instruction a
+``module.unique_name(opcode)``. ``np.frexp`` tells a power of two (mantissa ±0.5), and
+``np.finfo(dtype).tiny`` is the smallest normal number.
 
 Leave everything else alone: integer divides, non-constant divisors, ``x / 3.0``, ``x / 0.0``,
 ``x / 2**127`` (its reciprocal is subnormal).
