@@ -291,7 +291,7 @@ class Compiled:
         found this executable under their avals): only conversions are left to do."""
         if self.lowered.donated:
             return self.executable(*self._check_args(flat))
-        arrays = [x if type(x) is np.ndarray and x.flags.c_contiguous
+        arrays = [x if type(x) is np.ndarray and x.dtype == aval.dtype and x.flags.c_contiguous
                   else np.asarray(x, dtype=aval.dtype, order="C") for x, aval in zip(flat, self.in_avals)]
         run = getattr(self.executable, "call_trusted", None)
         return run(arrays) if run is not None else self.executable(*arrays)
@@ -473,7 +473,9 @@ class Jitted:
         if compiled._run_trusted is None:
             outs = compiled._call_matching(flat)
         else:  # (Compiled._call_matching, inlined)
-            outs = compiled._run_trusted([x if type(x) is np.ndarray and x.flags.c_contiguous
+            # (a numpy array keyed by its own dtype, e.g. int64 under x32, still converts)
+            outs = compiled._run_trusted([x if type(x) is np.ndarray and x.dtype == aval.dtype
+                                          and x.flags.c_contiguous
                                           else np.asarray(x, dtype=aval.dtype, order="C")
                                           for x, aval in zip(flat, compiled.in_avals)])
         if compiled._single_output:

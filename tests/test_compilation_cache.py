@@ -223,14 +223,17 @@ def test_min_compile_time_writes_nothing(cache_dir):
 
 
 def test_lru_eviction_keeps_unknown_files(cache_dir):
-    cache_dir.mkdir()
+    _compile()  # the entry's size depends on what the process has loaded: measure it
+    entry = _entry(cache_dir)
+    entry_size = entry.stat().st_size
+    entry.unlink()
     (cache_dir / "jit_other-jax-entry-cache").write_bytes(b"x" * 5000)  # not ours: never touched
     (cache_dir / "subdir").mkdir()
     old = [cache_dir / f"minixla-{i:064x}.mxc" for i in range(3)]
     for i, p in enumerate(old):
         p.write_bytes(b"y" * 4000)
         os.utime(p, (1000 + i, 1000 + i))
-    size = 4000 * 3
+    size = 4000 * 2 + entry_size  # room for the new entry and two of the old: one must go
     with minixla.config.override(minixla_compilation_cache_max_size=size):
         _compile()
     names = {p.name for p in cache_dir.iterdir()}

@@ -12,6 +12,7 @@ import jax.numpy as jnp
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import minixla
+from minixla.fuzz.programs import interpret
 import test_fuzz as fz  # (a module, so that its tests are not collected again here)
 
 N_EXAMPLES = int(os.environ.get("MINIXLA_FUZZ_JAX_EXAMPLES", "6"))
@@ -30,7 +31,7 @@ def test_random_jax_programs_through_the_jax_front_end(prog, data):
     note = "\n".join(f"  v{len(inputs) + j} = {op}{tuple(ids)} {p}" for j, (op, ids, p) in enumerate(program))
 
     def f(*xs):
-        return fz.interpret(jnp, jax.lax, program, xs, outputs)  # a JAX program
+        return interpret(jnp, jax.lax, program, xs, outputs)  # a JAX program
     try:
         for backend in ("llvm", "jax"):
             got = minixla.jit(f, frontend="jax", backend=backend)(*inputs)

@@ -138,3 +138,15 @@ def test_trace_stack_is_per_thread():
         t.join()
     np.testing.assert_allclose(out, np.cos(x) + np.arange(8), rtol=1e-6)
     assert [e.primitive.name for e in box["jaxpr"].jaxpr.eqns] == ["sin", "mul"]
+
+
+def test_numpy_arrays_of_a_wider_dtype_are_converted_on_every_call():
+    """Regression (the dispatch fast path): an int64/float64 numpy array under x32 is keyed by its
+    own dtype but must still be converted to the compiled int32/float32 on each call, not read as
+    raw bytes (isin/take_along_axis of int64 indices returned garbage)."""
+    import jax.numpy as jnp
+    i64 = np.array([5, 2, 0], np.int64)
+    x = np.array([1.0, 2.0, 3.0], np.float64)
+    f = minixla.jit(lambda x, i: mnp.take_along_axis(x, i, axis=0))
+    for _ in range(2):  # the first call compiles, the second takes the cached fast path
+        np.testing.assert_array_equal(f(x, i64), jnp.take_along_axis(x, i64, axis=0))

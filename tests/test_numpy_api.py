@@ -219,8 +219,6 @@ def test_errors_are_minixla_errors_naming_shapes_and_line():
         minixla.make_jaxpr(lambda a: a @ a)(X)
     with pytest.raises(IndexError, match="concrete"):
         minixla.make_jaxpr(lambda a: a[a > 0])(X)
-    with pytest.raises(errors.UnsupportedError, match="static"):
-        minixla.make_jaxpr(lambda a, k: a.at[k].set(0.0))(X, np.array([1], i32))
 
 
 def test_array_reduction_methods_on_tracers(backend):

@@ -188,6 +188,8 @@ for n in (64, 256, 1024):
 # from run to run); its figures are what the plot is drawn against, not a spec sheet.
 
 # %%
+import sys  # (benchmarks/ is the repository's, next to tutorials/: put the root on the path)
+sys.path.insert(0, "..")
 from benchmarks import limits
 
 lim = limits.measure(threads, quick=True)
