@@ -14,6 +14,7 @@ from minixla import lax
 from minixla.core import errors
 from minixla.core.jaxpr import ClosedJaxpr, Literal
 from minixla.core.avals import ShapedArray
+from minixla.lax.base import reduction_identity
 from minixla.hlo.ir import HloComputation, HloInstruction, HloModule, Shape
 
 #: primitive -> rule(ctx, operands, in_avals, out_aval, **params) -> HloInstruction
@@ -259,26 +260,7 @@ lowering_rules[lax.iota_p] = lambda ctx, ops, ia, oa, *, dtype, shape, dimension
     "iota", shape_of(oa), [], iota_dimension=dimension)
 
 
-def reduction_init(opcode, dtype):
-    """The identity of a reducer: 0 for add, -inf (or the dtype's min) for maximum, ..."""
-    dtype = np.dtype(dtype)
-    if opcode == "add":
-        return np.zeros((), dtype)
-    if opcode in ("maximum", "minimum"):
-        big = opcode == "minimum"
-        if dtype == np.bool_:
-            return np.asarray(big, dtype)
-        if dtype.kind == "f" or dtype.name == "bfloat16":
-            return np.asarray(np.inf if big else -np.inf, dtype)
-        info = np.iinfo(dtype)
-        return np.asarray(info.max if big else info.min, dtype)
-    if opcode == "multiply":
-        return np.ones((), dtype)
-    if opcode == "and":  # True / all bits set
-        return np.asarray(True if dtype == np.bool_ else -1).astype(dtype)
-    if opcode == "or":
-        return np.zeros((), dtype)
-    raise ValueError(opcode)
+reduction_init = reduction_identity  # (lax.base: shared with reduce-windows and where= masks)
 
 
 def _reduce(opcode):

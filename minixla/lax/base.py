@@ -64,3 +64,25 @@ def _scalar_like(x, like):
         with np.errstate(over="ignore"):  # (a float beyond the dtype's range rounds to inf)
             return np.asarray(np.asarray(x, own), dtype)[()]
     return x
+
+
+def reduction_identity(opcode, dtype):
+    """The identity of a reducer, by its HLO opcode, as a 0-d array of ``dtype``: 0 for add,
+    -inf (or the dtype's min, False) for maximum, +inf (max, True) for minimum, 1 for multiply,
+    all bits set for and, 0 for or. Reductions, reduce-windows and ``where=`` masks use it."""
+    dtype = np.dtype(dtype)
+    if opcode in ("add", "or"):
+        return np.zeros((), dtype)
+    if opcode in ("maximum", "minimum"):
+        big = opcode == "minimum"
+        if dtype == np.bool_:
+            return np.asarray(big, dtype)
+        if dtype.kind == "f" or dtype.name == "bfloat16":
+            return np.asarray(np.inf if big else -np.inf, dtype)
+        info = np.iinfo(dtype)
+        return np.asarray(info.max if big else info.min, dtype)
+    if opcode == "multiply":
+        return np.ones((), dtype)
+    if opcode == "and":  # True / all bits set
+        return np.asarray(True if dtype == np.bool_ else -1).astype(dtype)
+    raise ValueError(opcode)

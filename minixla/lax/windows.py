@@ -14,6 +14,7 @@ import numpy as np
 import jax
 
 from minixla.core import errors
+from minixla.lax.base import reduction_identity
 from minixla.core.avals import ShapedArray, get_aval
 from minixla.lax.base import _ANY, _NUM, _is_float, _std_prim
 from minixla.lax.contractions import padtype_to_pads
@@ -56,16 +57,8 @@ REDUCERS = {"reduce_window_sum": ("add", jax.lax.add), "reduce_window_max": ("ma
 
 def identity(name, dtype):
     """The reducer's identity for ``dtype``: what padding and dilation holes hold."""
-    dtype = np.dtype(dtype)
-    if name == "reduce_window_sum":
-        return np.zeros((), dtype)
-    big = name == "reduce_window_min"
-    if dtype == np.bool_:
-        return np.asarray(big, dtype)
-    if dtype.kind == "f" or dtype.name == "bfloat16":
-        return np.asarray(np.inf if big else -np.inf, dtype)
-    info = np.iinfo(dtype)
-    return np.asarray(info.max if big else info.min, dtype)
+    return reduction_identity(REDUCERS[name][0], dtype)
+
 
 
 def _window_impl(name):

@@ -9,6 +9,7 @@ import math
 import numpy as np
 
 from minixla import lax
+from minixla.lax.base import reduction_identity
 from minixla.core import errors
 from minixla.core.avals import canonicalize_dtype, get_aval
 from minixla.core.tracing import Tracer
@@ -100,17 +101,6 @@ sum = _sum_like(lax.reduce_sum, "sum", 0)
 prod = _sum_like(lax.reduce_prod, "prod", 1)
 
 
-def _lowest(dt, name):
-    """The identity of ``reduce_max`` (``name == "max"``) or ``reduce_min`` in ``dt``."""
-    dt = np.dtype(dt)
-    if dt == np.bool_:
-        return name != "max"
-    if dt.kind in "iu":
-        info = np.iinfo(dt)
-        return info.min if name == "max" else info.max
-    return -np.inf if name == "max" else np.inf
-
-
 def _minmax(lax_fn, name):
     def fn(a, axis=None, out=None, keepdims=False, initial=None, where=None):
         a = _operand(a, name, out)
@@ -122,7 +112,7 @@ def _minmax(lax_fn, name):
         if initial is None and builtins.any(aval.shape[i] == 0 for i in axes):
             raise errors.ShapeError(f"zero-size array to reduction operation {name} which has no "
                                     f"identity (shape {aval.shape}, axis {axis}){_where_line()}")
-        r = lax_fn(_masked(a, where, _lowest(aval.dtype, name)), axes)
+        r = lax_fn(_masked(a, where, reduction_identity("maximum" if name == "max" else "minimum", aval.dtype)), axes)
         if initial is not None:
             r = (maximum if name == "max" else minimum)(r, initial)
         return _keepdims(r, aval.shape, axes) if keepdims else r
