@@ -173,6 +173,12 @@ def _parse_attr_value(key: str, text: str):
         return _parse_slice(text)
     if key == "window":
         return _parse_window(text)
+    if key in ("replica_groups", "source_target_pairs"):
+        from minixla.hlo.collectives import parse_groups
+        return parse_groups(text)
+    if key == "sharding":
+        from minixla.sharding.hlo_sharding import HloSharding
+        return HloSharding.parse(text)
     # Any other attribute was printed with ``f"{key}={value}"``: numbers, tuples and bools come
     # back through ``literal_eval``; identifiers (kLoop, LT, b01f_01io->b01f) stay strings.
     try:

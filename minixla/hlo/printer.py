@@ -68,6 +68,11 @@ def format_attr(key, value) -> str:
         return "slice={" + ", ".join(f"[{s}:{l}:{st}]" for s, l, st in value) + "}"
     if key == "window":
         return f"window={format_window(value)}"
+    if key in ("replica_groups", "source_target_pairs"):
+        from minixla.hlo.collectives import format_groups
+        return f"{key}={format_groups(value)}"
+    if key == "sharding":  # an HloSharding: prints itself in braces, as XLA
+        return f"sharding={value}"
     return f"{key}={value}"
 
 
