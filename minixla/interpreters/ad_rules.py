@@ -683,32 +683,6 @@ _cumulative_jvp(L.cummax_p, L.max, -np.inf)
 _cumulative_jvp(L.cummin_p, L.min, np.inf)
 
 
-# ---------------------------------------------------------------------------------------
-# Window reductions (pooling).
-
-def _reduce_window_sum_t(ct, x, *, window_dimensions, window_strides, padding, base_dilation,
-                         window_dilation):
-    # JAX's rule: each input element receives the cotangents of the windows that cover it -- a
-    # window sum over the cotangent, strided apart by interior padding (stride - 1) and padded
-    # so the window slides over every position (the conv VJP's lhs padding).
-    if any(b != 1 for b in base_dilation):
-        raise NotImplementedError("transpose of reduce_window_sum with base_dilation (as in JAX)")
-    in_shape, ct_shape = x.aval.shape, _shape(ct)
-    config = []
-    for n, w, s, (lo, _hi), wd, m in zip(in_shape, window_dimensions, window_strides, padding,
-                                         window_dilation, ct_shape):
-        span = (w - 1) * wd + 1
-        before = span - lo - 1
-        after = n + span - 1 - ((m - 1) * s + 1 if m else 0) - before
-        config.append((before, after, s - 1))
-    padded = L.pad_p.bind(ct, _const(ct, 0), padding_config=tuple(config))
-    ones = (1,) * len(in_shape)
-    return [L.reduce_window_sum_p.bind(padded, window_dimensions=window_dimensions, window_strides=ones,
-                                       padding=((0, 0),) * len(in_shape), base_dilation=ones,
-                                       window_dilation=window_dilation)]
-
-
-deflinear(L.reduce_window_sum_p, _reduce_window_sum_t)
 
 
 # minixla.random's special functions (issue 14): d erf_inv(x) = sqrt(pi)/2 exp(erf_inv(x)^2) dx
@@ -760,3 +734,4 @@ transpose_rules[L.sort_p] = _sort_t
 
 
 from minixla.interpreters import control_flow_rules  # noqa: E402,F401 (cond, while, scan)
+from minixla.interpreters import ad_window_rules  # noqa: E402,F401 (pooling)

@@ -31,11 +31,7 @@ NO_OPERANDS = {"iota"}
 
 #: rows still missing, each with why (no silent gaps)
 MISSING = {
-    "jvp": {
-        "reduce_window_max": "JAX's rule (select_and_gather_add) gives each window's tangent to one "
-                             "maximal element, ties included; not done yet",
-        "reduce_window_min": "as reduce_window_max's (select_and_gather_add); not done yet",
-    },
+    "jvp": {},
     "transpose": {},
     "batching": {},
 }

@@ -1,0 +1,50 @@
+"""Derivatives of max/min pooling (reduce_window_max/min's JVP, minixla/interpreters/
+ad_window_rules.py) against JAX's select_and_gather_add rule."""
+import jax
+import numpy as np
+import pytest
+
+import minixla
+import minixla.lax as ml
+
+X = np.random.RandomState(1).randn(2, 7, 6, 3).astype(np.float32)
+CASES = {  # window, strides, padding, base_dilation, window_dilation
+    "2x2/2 valid": ((1, 2, 2, 1), (1, 2, 2, 1), "VALID", None, None),
+    "3x3/2 same": ((1, 3, 3, 1), (1, 2, 2, 1), "SAME", None, None),
+    "base dilated": ((1, 2, 2, 1), (1, 2, 2, 1), "VALID", (1, 2, 1, 1), None),
+    "window dilated": ((1, 2, 2, 1), (1, 1, 1, 1), ((0, 0), (1, 2), (0, 1), (0, 0)), None, (1, 2, 1, 1)),
+}
+CHOOSERS = {"max": (ml.max, jax.lax.max, -np.inf), "min": (ml.min, jax.lax.min, np.inf)}
+
+
+def _pool(lax, comp, init, case):
+    window, strides, padding, base, wdil = case
+    return lambda v: lax.reduce_window(v, init, comp, window, strides, padding, base, wdil)
+
+
+@pytest.mark.parametrize("chooser,case", [("max", c) for c in CASES] + [("min", "3x3/2 same")])
+def test_pooling_jvp_and_grad_match_jax(chooser, case):
+    ours, theirs, init = CHOOSERS[chooser]
+    f, g = _pool(ml, ours, init, CASES[case]), _pool(jax.lax, theirs, init, CASES[case])
+    _, t = minixla.jvp(f, (X,), (2 * X + 1,))
+    _, t_ref = jax.jvp(g, (X,), (2 * X + 1,))
+    np.testing.assert_array_equal(t, t_ref)
+    loss = lambda pool: lambda v: (pool(v) ** 2).sum()  # noqa: E731
+    if CASES[case][4] is None:  # JAX has no VJP with window dilation; compare with its jvp
+        ref = jax.grad(loss(g))(X)
+    else:
+        ref = jax.jacfwd(loss(g))(X)
+    np.testing.assert_allclose(minixla.grad(loss(f))(X), ref, rtol=1e-6)
+
+
+def test_pooling_grad_compiled_and_batched():
+    ours, theirs, init = CHOOSERS["max"]
+    f, g = _pool(ml, ours, init, CASES["3x3/2 same"]), _pool(jax.lax, theirs, init, CASES["3x3/2 same"])
+    loss = lambda pool: lambda v: (pool(v) * v[:, :4, :3]).sum()  # noqa: E731
+    np.testing.assert_allclose(minixla.jit(minixla.grad(loss(f)))(X), jax.grad(loss(g))(X), rtol=1e-5)
+    np.testing.assert_allclose(minixla.vmap(minixla.grad(loss(f)))(X[None].repeat(2, 0)),
+                               jax.vmap(jax.grad(loss(g)))(X[None].repeat(2, 0)), rtol=1e-5)
+    # ties: the gradient goes to one element of the window (the first), as JAX's
+    tie = np.ones((1, 4, 4, 1), np.float32)
+    np.testing.assert_array_equal(minixla.grad(lambda v: f(v).sum())(tie),
+                                  jax.grad(lambda v: g(v).sum())(tie))
