@@ -61,10 +61,8 @@ import_rules: dict = {}
 
 #: JAX primitives minixla knows it lacks, with why (the error message says it)
 UNSUPPORTED = {
-    **{p: "control flow: lands with minixla's cond/while/scan primitives (the control-flow work)"
-       for p in ("cond", "while", "scan", "custom_linear_solve")},
-    **{p: "top-k: not imported yet (minixla.lax.top_k is built on sort, which imports)"
-       for p in ("top_k", "approx_top_k")},
+    "custom_linear_solve": "no minixla primitive yet (it needs a linear solve)",
+    "approx_top_k": "approximate top-k (TPU): use lax.top_k",
     **{p: "random numbers: lands with minixla.random (threefry2x32 as uint32 HLO); create keys and "
           "draw random arrays outside the function, or pass them in"
        for p in ("threefry2x32", "random_bits", "random_seed", "random_wrap", "random_unwrap",
@@ -563,3 +561,5 @@ import_rules.update({
     "checkpoint": _inline("jaxpr", closed=False), "custom_jvp_call": _inline("call_jaxpr"),
     "custom_vjp_call": _inline("call_jaxpr"), "custom_vjp_call_jaxpr": _inline("fun_jaxpr"),
 })
+
+from minixla.frontends import jax_control_flow  # noqa: E402,F401 (cond, while, scan, top_k)

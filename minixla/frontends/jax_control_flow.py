@@ -1,0 +1,53 @@
+"""Import rules for JAX's structured control flow (``cond``, ``while``, ``scan``) and ``top_k``.
+
+A JAX control-flow equation holds its bodies as JAX jaxprs. Each rule calls minixla's own
+``lax.switch`` / ``lax.while_loop`` / ``lax.scan`` with Python bodies that *interpret* JAX's body
+jaxprs (``eval_jax_jaxpr``), so minixla traces them into its own sub-jaxprs: the imported program
+is minixla's control flow, with all its passes, transformations and backends. The operands JAX
+passes as constants (``num_consts``, ``cond_nconsts``/``body_nconsts``, a cond's operands) are
+closed over by the bodies; minixla's tracer turns them back into operands.
+"""
+from __future__ import annotations
+
+from minixla import lax
+from minixla.frontends.jax_importer import _where_stack, eval_jax_jaxpr, import_rules
+
+
+def _body(closed, consts=()):
+    """A Python function running JAX's closed jaxpr ``closed`` on ``consts + args``."""
+    stack = _where_stack()
+    where = stack[-1] if stack else None
+    return lambda *args: eval_jax_jaxpr(closed.jaxpr, closed.consts, list(consts) + list(args), where)
+
+
+def _cond(index, *operands, branches, **_):
+    outs = lax.switch(index, [_body(b) for b in branches], *operands)
+    return list(outs)
+
+
+def _while(*args, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
+    cond_consts = args[:cond_nconsts]
+    body_consts = args[cond_nconsts:cond_nconsts + body_nconsts]
+    init = list(args[cond_nconsts + body_nconsts:])
+    cond, body = _body(cond_jaxpr, cond_consts), _body(body_jaxpr, body_consts)
+    return list(lax.while_loop(lambda carry: cond(*carry)[0], lambda carry: list(body(*carry)), init))
+
+
+def _scan(*args, jaxpr, num_consts, num_carry, length, reverse, unroll, **_):
+    consts, init = args[:num_consts], list(args[num_consts:num_consts + num_carry])
+    xs = list(args[num_consts + num_carry:])
+    body = _body(jaxpr, consts)
+
+    def step(carry, x):
+        outs = body(*carry, *x)
+        return list(outs[:num_carry]), list(outs[num_carry:])
+    carry, ys = lax.scan(step, init, xs, length=length, reverse=reverse,
+                         unroll=unroll if isinstance(unroll, int) else 1)
+    return list(carry) + list(ys)
+
+
+def _top_k(operand, *, k, axis=-1, **_):
+    return list(lax.top_k(operand, k, axis=axis))
+
+
+import_rules.update({"cond": _cond, "while": _while, "scan": _scan, "top_k": _top_k})
