@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 import minixla
 import minixla.numpy as mnp
 from minixla import lax as mlax
+from minixla.fuzz import loops
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 DTYPES = [np.dtype(d) for d in (np.float32, np.float32, np.int32, np.int8, np.uint8, np.bool_, np.float16)] + [BF16]
@@ -54,6 +55,8 @@ EXTRA_OPS: dict = {}
 
 def apply(np_, lax_, op, args, p):
     """Run one op spec with ``np_`` (jax.numpy or minixla.numpy) and ``lax_``."""
+    if op in loops.OPS:
+        return loops.OPS[op](np_, lax_, args, p)
     if op in EXTRA_OPS:
         return EXTRA_OPS[op](np_, lax_, args, p)
     if op in UNARY_EXACT or op in UNARY_INEXACT:
@@ -169,11 +172,13 @@ def draw_op(draw, vals):
         ["unary"] * 4 + ["inexact"] * 2 + ["binary"] * 6 + ["scalar_op"] * 2 + ["astype", "where", "clip",
          "reduce", "reduce", "argmax", "cumulative", "transpose", "flip", "reshape", "getitem", "getitem",
          "getitem_traced", "pad", "concatenate", "broadcast", "expand_dims", "matmul", "at_set", "lax_rev",
-         "lax_pad", "lax_dynamic_slice", "lax_select_n", "var"]))
+         "lax_pad", "lax_dynamic_slice", "lax_select_n", "var", "loop", "loop"]))
     nd = len(x.shape)
     same = [i for i, v in enumerate(vals) if v.shape == x.shape]
     if kind == "unary":
         return draw(st.sampled_from(UNARY_EXACT)), [k], {}
+    if kind == "loop":
+        return loops.draw_loop_op(draw, vals, k)
     if kind == "inexact":
         return draw(st.sampled_from(UNARY_INEXACT)), [k], {}
     if kind == "binary":
@@ -274,6 +279,8 @@ def draw_op(draw, vals):
 
 def classify(op, p, args):
     """(exact, nice) of an op's result from its arguments' flags; None if the op may not read them."""
+    if op in loops.OPS:
+        return loops.classify_loop(op, p, args)
     exact = all(a.exact for a in args)
     nice = all(a.nice for a in args)
     floats = any(_is_float(a.dtype) for a in args)

@@ -175,7 +175,7 @@ def grad_classify(op, p, args):
     """``classify_extra``, ops with a kink in their derivative only read exact values, and ops whose
     JVP row ``minixla.interpreters.rules.MISSING`` lists (with its reason) are left out."""
     flags = classify_extra(op, p, args)
-    if flags is None:
+    if flags is None or op == "loop_while":  # (no reverse mode, as in JAX)
         return None
     if op == "lax_cummax" and not all(a.exact for a in args):
         return None
