@@ -1,0 +1,202 @@
+"""minixla's SPMD partitioner: per-device programs run on virtual devices in the HLO evaluator
+(``evaluate_spmd``, lockstep) equal JAX's values, and the partitioned HLO has the collectives
+GSPMD would insert (FileCheck)."""
+import functools
+
+import jax
+import jax.numpy as jjnp
+import numpy as np
+import pytest
+from jax.sharding import PartitionSpec as P
+
+import minixla.numpy as mnp
+from conftest import filecheck
+from minixla.hlo import collectives
+from minixla.hlo.evaluator import evaluate_spmd
+from minixla.hlo.parser import parse
+from minixla.hlo.verifier import verify
+from minixla.passes.spmd_partitioner import collective_bytes
+from minixla.sharding import ShardingError, evaluate_partitioned, partition
+
+RNG = np.random.default_rng(0)
+
+
+def _rand(*shape):
+    return RNG.standard_normal(shape).astype(np.float32)
+
+
+def _check(f, mesh, in_specs, out_specs, args, checks=None, rtol=2e-5):
+    """Partition ``f`` (written against a numpy-like module ``np_``), run it on the mesh's
+    virtual devices and compare with JAX eager; FileCheck the per-device HLO."""
+    m = partition(functools.partial(f, mnp), mesh, in_specs, out_specs, args=args)
+    text = m.to_string()
+    assert parse(text).to_string() == text  # prints and parses as XLA text
+    got = evaluate_partitioned(m, *args)
+    want = f(jjnp, *args)
+    for g, w in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)):
+        np.testing.assert_allclose(g, np.asarray(w), rtol=rtol, atol=1e-5)
+    if checks:
+        filecheck(text, checks)
+    return m
+
+
+def mlp(np_, x, w1, w2):
+    return np_.tanh(x @ w1) @ w2
+
+
+def test_mlp_data_parallel_has_no_collectives():
+    x, w1, w2 = _rand(8, 4), _rand(4, 6), _rand(6, 3)
+    m = _check(mlp, {"data": 4}, (P("data"), P(), P()), P("data"), (x, w1, w2), """
+CHECK: p0 = f32[2,4]{1,0} parameter(0), sharding={devices=[4,1]0,1,2,3}
+CHECK-NOT: all-reduce
+CHECK-NOT: all-gather
+CHECK: ROOT {{.*}} f32[2,3]{1,0} dot(
+""")
+    assert collective_bytes(m) == []
+
+
+def test_mlp_megatron_one_all_reduce():
+    """Column-parallel then row-parallel dot: the hidden dim never leaves its device; one
+    all-reduce of the [batch, out] partial sums."""
+    x, w1, w2 = _rand(8, 4), _rand(4, 6), _rand(6, 3)
+    m = _check(mlp, {"model": 2}, (P(), P(None, "model"), P("model", None)), P(), (x, w1, w2), """
+CHECK: p1 = f32[4,3]{1,0} parameter(1), sharding={devices=[1,2]0,1}
+CHECK: tanh{{.*}} = f32[8,3]{1,0} tanh(
+CHECK-NOT: all-gather
+CHECK: ROOT %all-reduce{{.*}} = f32[8,3]{1,0} all-reduce({{.*}}), replica_groups={{[{][{]0,1[}][}]}}
+""")
+    assert collective_bytes(m) == [("all-reduce", "f32[8,3]{1,0}", 2 * 1 / 2 * 8 * 3 * 4)]
+
+
+def test_2d_mesh_data_and_model_parallel():
+    x, w1, w2 = _rand(8, 4), _rand(4, 6), _rand(6, 4)
+    m = _check(mlp, {"data": 2, "model": 2}, (P("data"), P(None, "model"), P("model", None)),
+               P("data"), (x, w1, w2), "CHECK: all-reduce({{.*}}), replica_groups={{[{][{]0,1[}],[{]2,3[}][}]}}")
+    assert [c[0] for c in collective_bytes(m)] == ["all-reduce"]
+
+
+def test_reductions_over_sharded_dims_and_uneven_shards():
+    """10 rows over 4 devices: tiles of 3 padded to 12; the padding is masked with the
+    reducer's identity before the local reduce (sum, max, min) and sliced off when gathering."""
+    def f(np_, x):
+        return np_.sum(x, axis=0), np_.max(x), np_.min(x * 2.0, axis=1), np_.exp(x) + 1.0
+    x = _rand(10, 3) - 4.0  # all negative: padding zeros would win the max
+    m = _check(f, {"d": 4}, (P("d"),), (P(), P(), P(), P()), (x,), """
+CHECK: p0 = f32[3,3]{1,0} parameter(0)
+CHECK: partition-id()
+CHECK: select(
+CHECK: all-reduce(
+CHECK: all-gather(
+""")
+    verify(m)
+
+
+def test_uneven_batch_elementwise_and_dot_with_sharded_contracting_dim():
+    def f(np_, a, b):
+        return np_.log(np_.abs(a) + 1.0) @ b  # contracting dim of 10 over 4: masked to 0
+    a, b = _rand(3, 10), _rand(10, 5)
+    _check(f, {"d": 4}, (P(None, "d"), P("d", None)), P(), (a, b), "CHECK: all-reduce(")
+
+
+def test_reshard_by_all_to_all():
+    def f(np_, x):
+        return x * 2.0
+    x = _rand(4, 8)
+    m = _check(f, {"d": 4}, (P("d", None),), P(None, "d"), (x,), """
+CHECK: all-to-all(
+CHECK-NOT: all-gather
+""")
+    assert [c[0] for c in collective_bytes(m)] == ["all-to-all"]
+
+
+def test_replicated_to_tiled_is_a_dynamic_slice_by_partition_id():
+    def f(np_, x):
+        return np_.sin(x)
+    m = _check(f, {"d": 2}, (P(),), P("d"), (_rand(6, 2),), """
+CHECK: partition-id()
+CHECK: dynamic-slice(
+CHECK-NOT: all-
+""")
+    assert collective_bytes(m) == []
+
+
+def test_transformer_block_heads_sharded():
+    """Attention with the heads sharded (Megatron): q/k/v projections column-parallel, the
+    output projection row-parallel: one all-reduce per block, no all-gather."""
+    def block(np_, x, wq, wk, wv, wo):
+        b, s, d = x.shape
+        h = wq.shape[1]
+        q = np_.einsum("bsd,dhk->bhsk", x, wq)
+        k = np_.einsum("bsd,dhk->bhsk", x, wk)
+        v = np_.einsum("bsd,dhk->bhsk", x, wv)
+        att = np_.einsum("bhsk,bhtk->bhst", q, k) / 2.0
+        att = np_.exp(att - np_.max(att, axis=-1, keepdims=True))
+        att = att / np_.sum(att, axis=-1, keepdims=True)
+        o = np_.einsum("bhst,bhtk->bhsk", att, v)
+        return x + np_.einsum("bhsk,hkd->bsd", o, wo)
+    x = _rand(2, 4, 8)
+    wq, wk, wv = _rand(8, 4, 2), _rand(8, 4, 2), _rand(8, 4, 2)
+    wo = _rand(4, 2, 8)
+    heads = P(None, "model", None)
+    m = _check(block, {"model": 2}, (P(), heads, heads, heads, P("model", None, None)), P(),
+               (x, wq, wk, wv, wo), """
+CHECK-NOT: all-gather
+CHECK: all-reduce(
+CHECK-NOT: all-reduce(
+""", rtol=1e-4)
+    assert [c[0] for c in collective_bytes(m)] == ["all-reduce"]
+
+
+def test_cnn_forward_batch_sharded():
+    def cnn(np_, x, k, w):
+        lax = jax.lax if np_ is jjnp else __import__("minixla").lax
+        y = lax.conv_general_dilated(x, k, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC"))
+        y = np_.maximum(y, 0.0)
+        y = np_.mean(y, axis=(1, 2))
+        return y @ w
+    x, k, w = _rand(4, 6, 6, 1), _rand(3, 3, 1, 4), _rand(4, 3)
+    _check(cnn, {"batch": 2}, (P("batch"), P(), P()), P("batch"), (x, k, w), """
+CHECK: p0 = f32[2,6,6,1]{3,2,1,0} parameter(0)
+CHECK: f32[2,6,6,4]{3,2,1,0} convolution(
+CHECK-NOT: all-
+""", rtol=1e-4)
+
+
+def test_evaluate_spmd_collective_semantics():
+    """The reference semantics of each collective on 4 virtual devices."""
+    text = """HloModule c
+
+%add (a: f32[], b: f32[]) -> f32[] {
+  %a = f32[] parameter(0)
+  %b = f32[] parameter(1)
+  ROOT %s = f32[] add(%a, %b)
+}
+
+ENTRY %main (x: f32[2]) -> (f32[2], f32[4], f32[1], f32[2], f32[2]) {
+  %x = f32[2]{0} parameter(0)
+  %ar = f32[2]{0} all-reduce(%x), replica_groups={{0,1},{2,3}}, to_apply=%add
+  %ag = f32[4]{0} all-gather(%x), replica_groups={{0,2},{1,3}}, dimensions={0}
+  %rs = f32[1]{0} reduce-scatter(%x), replica_groups={{0,1},{2,3}}, dimensions={0}, to_apply=%add
+  %aa = f32[2]{0} all-to-all(%x), replica_groups={{0,1},{2,3}}, dimensions={0}
+  %cp = f32[2]{0} collective-permute(%x), source_target_pairs={{0,1},{1,2},{2,3}}
+  ROOT %t = (f32[2], f32[4], f32[1], f32[2], f32[2]) tuple(%ar, %ag, %rs, %aa, %cp)
+}
+"""
+    m = parse(text)
+    verify(m)
+    xs = [np.array([10 * d, 10 * d + 1], np.float32) for d in range(4)]
+    out = evaluate_spmd(m, [[x] for x in xs])
+    np.testing.assert_array_equal(out[1][0], [10, 12])             # 0 + 10, 1 + 11
+    np.testing.assert_array_equal(out[1][1], [10, 11, 30, 31])     # gather {1,3}
+    np.testing.assert_array_equal(out[1][2], [12])                 # slice 1 of [10, 12]
+    np.testing.assert_array_equal(out[1][3], [1, 11])              # chunk 1 of each member
+    np.testing.assert_array_equal(out[0][4], [0, 0])               # nobody sends to 0
+    np.testing.assert_array_equal(out[3][4], [20, 21])
+
+
+def test_bad_specs_name_the_argument():
+    x = _rand(4, 4)
+    with pytest.raises(ShardingError, match=r"in_specs\[0\].*'model'"):
+        partition(lambda a: a + 1.0, {"data": 2}, (P("model"),), args=(x,))
+    with pytest.raises(ShardingError, match="1 in_specs for 2 arguments"):
+        partition(lambda a, b: a + b, {"data": 2}, (P(),), args=(x, x))
