@@ -311,8 +311,8 @@ class ShardingPropagation(HloPass):
 
         def candidate_forward(i):
             if i.opcode == "tuple":
-                if all(o in cur for o in i.operands):
-                    return HloSharding.tuple_of(cur[o] for o in i.operands)
+                if any(o in cur for o in i.operands):
+                    return HloSharding.tuple_of(cur.get(o, HloSharding.replicate()) for o in i.operands)
                 return None
             if i.opcode == "get-tuple-element":
                 s = cur.get(i.operands[0])
