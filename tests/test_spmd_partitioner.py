@@ -25,14 +25,15 @@ def _rand(*shape):
     return RNG.standard_normal(shape).astype(np.float32)
 
 
-def _check(f, mesh, in_specs, out_specs, args, checks=None, rtol=2e-5):
+def _check(f, mesh, in_specs, out_specs, args, checks=None, rtol=2e-5, ref=np):
     """Partition ``f`` (written against a numpy-like module ``np_``), run it on the mesh's
-    virtual devices and compare with JAX eager; FileCheck the per-device HLO."""
+    virtual devices and compare with ``f(ref, ...)`` (NumPy where it computes the same as JAX
+    eager, which costs a compile per op); FileCheck the per-device HLO."""
     m = partition(functools.partial(f, mnp), mesh, in_specs, out_specs, args=args)
     text = m.to_string()
     assert parse(text).to_string() == text  # prints and parses as XLA text
     got = evaluate_partitioned(m, *args)
-    want = f(jjnp, *args)
+    want = f(ref, *args)
     for g, w in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)):
         np.testing.assert_allclose(g, np.asarray(w), rtol=rtol, atol=1e-5)
     if checks:
@@ -123,17 +124,6 @@ CHECK-NOT: all-
 def test_transformer_block_heads_sharded():
     """Attention with the heads sharded (Megatron): q/k/v projections column-parallel, the
     output projection row-parallel: one all-reduce per block, no all-gather."""
-    def block(np_, x, wq, wk, wv, wo):
-        b, s, d = x.shape
-        h = wq.shape[1]
-        q = np_.einsum("bsd,dhk->bhsk", x, wq)
-        k = np_.einsum("bsd,dhk->bhsk", x, wk)
-        v = np_.einsum("bsd,dhk->bhsk", x, wv)
-        att = np_.einsum("bhsk,bhtk->bhst", q, k) / 2.0
-        att = np_.exp(att - np_.max(att, axis=-1, keepdims=True))
-        att = att / np_.sum(att, axis=-1, keepdims=True)
-        o = np_.einsum("bhst,bhtk->bhsk", att, v)
-        return x + np_.einsum("bhsk,hkd->bsd", o, wo)
     x = _rand(2, 4, 8)
     wq, wk, wv = _rand(8, 4, 2), _rand(8, 4, 2), _rand(8, 4, 2)
     wo = _rand(4, 2, 8)
@@ -159,7 +149,7 @@ def test_cnn_forward_batch_sharded():
 CHECK: p0 = f32[2,6,6,1]{3,2,1,0} parameter(0)
 CHECK: f32[2,6,6,4]{3,2,1,0} convolution(
 CHECK-NOT: all-
-""", rtol=1e-4)
+""", rtol=1e-4, ref=jjnp)
 
 
 def test_evaluate_spmd_collective_semantics():
@@ -200,3 +190,65 @@ def test_bad_specs_name_the_argument():
         partition(lambda a: a + 1.0, {"data": 2}, (P("model"),), args=(x,))
     with pytest.raises(ShardingError, match="1 in_specs for 2 arguments"):
         partition(lambda a, b: a + b, {"data": 2}, (P(),), args=(x, x))
+
+
+def block(np_, x, wq, wk, wv, wo):
+    q = np_.einsum("bsd,dhk->bhsk", x, wq)
+    k = np_.einsum("bsd,dhk->bhsk", x, wk)
+    v = np_.einsum("bsd,dhk->bhsk", x, wv)
+    att = np_.einsum("bhsk,bhtk->bhst", q, k) / 2.0
+    att = np_.exp(att - np_.max(att, axis=-1, keepdims=True))
+    att = att / np_.sum(att, axis=-1, keepdims=True)
+    o = np_.einsum("bhst,bhtk->bhsk", att, v)
+    return x + np_.einsum("bhsk,hkd->bsd", o, wo)
+
+
+HEADS = P(None, "model", None)
+#: name -> (function, mesh axes, in_specs, out_spec, argument shapes)
+XLA_CASES = {
+    "megatron": (mlp, {"model": 2}, (P(), P(None, "model"), P("model", None)), P(), [(8, 4), (4, 6), (6, 3)]),
+    "data": (mlp, {"data": 4}, (P("data"), P(), P()), P("data"), [(8, 4), (4, 6), (6, 3)]),
+    "2d": (mlp, {"data": 2, "model": 4}, (P("data"), P(None, "model"), P("model", None)), P("data"),
+           [(8, 4), (4, 8), (8, 4)]),
+    "block": (block, {"model": 2}, (P(), HEADS, HEADS, HEADS, P("model", None, None)), P(),
+              [(2, 4, 8), (8, 4, 2), (8, 4, 2), (8, 4, 2), (4, 2, 8)]),
+}
+
+_XLA_SCRIPT = """
+import json, math, sys
+import jax, jax.numpy as jnp, numpy as np
+from jax.sharding import Mesh, NamedSharding
+sys.path.insert(0, sys.argv[1])
+import test_spmd_partitioner as t
+from minixla.passes.spmd_partitioner import collective_bytes_from_text
+out = {}
+for name, (f, axes, specs, out_spec, shapes) in t.XLA_CASES.items():
+    n = math.prod(axes.values())
+    mesh = Mesh(np.array(jax.devices()[:n]).reshape(tuple(axes.values())), tuple(axes))
+    ns = lambda s: NamedSharding(mesh, s)
+    args = [jax.ShapeDtypeStruct(s, jnp.float32) for s in shapes]
+    g = jax.jit(lambda *a: f(jnp, *a), in_shardings=tuple(ns(s) for s in specs), out_shardings=ns(out_spec))
+    out[name] = collective_bytes_from_text(g.lower(*args).compile().as_text(), n)
+print(json.dumps(out))
+"""
+
+
+def test_collectives_no_more_bytes_than_xla():
+    """For the same annotations, XLA's own partitioned HLO (8 host devices, in a subprocess)
+    moves at least as many bytes in collectives as minixla's per-device program."""
+    import json
+    import os
+    import subprocess
+    import sys
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8",
+               PYTHONPATH=os.pathsep.join([os.getcwd(), os.environ.get("PYTHONPATH", "")]))
+    here = os.path.dirname(os.path.abspath(__file__))
+    r = subprocess.run([sys.executable, "-c", _XLA_SCRIPT, here], capture_output=True, text=True,
+                       env=env, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    xla = json.loads(r.stdout.strip().splitlines()[-1])
+    for name, (f, axes, specs, out_spec, shapes) in XLA_CASES.items():
+        args = [_rand(*s) for s in shapes]
+        m = partition(functools.partial(f, mnp), axes, specs, out_spec, args=args)
+        ours = collective_bytes(m)
+        assert sum(b for _, _, b in ours) <= sum(b for _, _, b in xla[name]), (name, ours, xla[name])

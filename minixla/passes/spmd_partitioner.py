@@ -490,26 +490,31 @@ def _text_shape_bytes(text: str) -> int:
                for dt, dims in re.findall(r"(\w+)\[([\d,]*)\]", text))
 
 
+def _group_size(rest: str, num_devices: int) -> int:
+    m = re.search(r"replica_groups=(\{\}|\{\{[\d,{} ]*\}\}|\[(\d+),(\d+)\]<=\[[\d,]+\](?:T\([\d,]+\))?"
+                  r"|mesh\[([^\]]*)\]\s*\{([^}]*)\})", rest)
+    if m is None or m.group(1) == "{}":
+        return num_devices
+    if m.group(2):  # iota form [groups, size]<=[...]
+        return int(m.group(3))
+    if m.group(4) is not None:  # mesh['x'=2,'y'=4] {'y'}: the named axes form a group
+        sizes = dict((k, int(v)) for k, v in re.findall(r"'(\w+)'=(\d+)", m.group(4)))
+        return math.prod(sizes[a] for a in re.findall(r"'(\w+)'", m.group(5)))
+    return len(collectives.parse_groups(m.group(1))[0])
+
+
 def collective_bytes_from_text(hlo_text: str, num_devices: int) -> list:
     """``collective_bytes`` for XLA's HLO text (e.g. ``jax.jit(f).lower(...).compile()
-    .as_text()``), with the same model. Reads explicit (``{{0,1},{2,3}}``) and iota
-    (``[2,4]<=[8]``) replica groups; an empty group list means all ``num_devices``."""
+    .as_text()``), with the same model. Reads explicit (``{{0,1},{2,3}}``), iota
+    (``[2,4]<=[8]``) and mesh (``mesh['x'=2,'y'=4] {'y'}``) replica groups; no groups means
+    all ``num_devices``."""
     out = []
     for line in hlo_text.splitlines():
         m = _XLA_COLL.search(line)
         if not m:
             continue
         shape_text, opcode, rest = m.groups()
-        if opcode == "collective-permute":
-            g = 2
-        else:
-            gm = re.search(r"replica_groups=(\{\{[\d,{} ]*\}\}|\[(\d+),(\d+)\]<=\[[\d,]+\](?:T\([\d,]+\))?|\{\})", rest)
-            if gm is None or gm.group(1) == "{}":
-                g = num_devices
-            elif gm.group(2):
-                g = int(gm.group(3))
-            else:
-                g = len(collectives.parse_groups(gm.group(1))[0])
+        g = 2 if opcode == "collective-permute" else _group_size(rest, num_devices)
         result = _text_shape_bytes(shape_text)
         operand_bytes = result * g if opcode == "reduce-scatter" else result
         out.append((opcode, shape_text, _bytes_model(opcode, g, operand_bytes, result)))
