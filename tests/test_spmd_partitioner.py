@@ -137,13 +137,15 @@ CHECK-NOT: all-reduce(
     assert [c[0] for c in collective_bytes(m)] == ["all-reduce"]
 
 
+def cnn(np_, x, k, w):
+    lax = jax.lax if np_ is jjnp else __import__("minixla").lax
+    y = lax.conv_general_dilated(x, k, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC"))
+    y = np_.maximum(y, 0.0)
+    y = np_.mean(y, axis=(1, 2))
+    return y @ w
+
+
 def test_cnn_forward_batch_sharded():
-    def cnn(np_, x, k, w):
-        lax = jax.lax if np_ is jjnp else __import__("minixla").lax
-        y = lax.conv_general_dilated(x, k, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC"))
-        y = np_.maximum(y, 0.0)
-        y = np_.mean(y, axis=(1, 2))
-        return y @ w
     x, k, w = _rand(4, 6, 6, 1), _rand(3, 3, 1, 4), _rand(4, 3)
     _check(cnn, {"batch": 2}, (P("batch"), P(), P()), P("batch"), (x, k, w), """
 CHECK: p0 = f32[2,6,6,1]{3,2,1,0} parameter(0)
@@ -227,7 +229,8 @@ for name, (f, axes, specs, out_spec, shapes) in t.XLA_CASES.items():
     mesh = Mesh(np.array(jax.devices()[:n]).reshape(tuple(axes.values())), tuple(axes))
     ns = lambda s: NamedSharding(mesh, s)
     args = [jax.ShapeDtypeStruct(s, jnp.float32) for s in shapes]
-    g = jax.jit(lambda *a: f(jnp, *a), in_shardings=tuple(ns(s) for s in specs), out_shardings=ns(out_spec))
+    g = jax.jit(lambda *a: f(jnp, *a), in_shardings=tuple(ns(s) for s in specs),
+                out_shardings=tuple(map(ns, out_spec)) if type(out_spec) is tuple else ns(out_spec))
     out[name] = collective_bytes_from_text(g.lower(*args).compile().as_text(), n)
 print(json.dumps(out))
 """
@@ -252,3 +255,23 @@ def test_collectives_no_more_bytes_than_xla():
         m = partition(functools.partial(f, mnp), axes, specs, out_spec, args=args)
         ours = collective_bytes(m)
         assert sum(b for _, _, b in ours) <= sum(b for _, _, b in xla[name]), (name, ours, xla[name])
+
+
+def grads(np_, x, y):
+    return x.T @ y, np_.sum(y, axis=0)
+
+
+XLA_CASES["cnn"] = (cnn, {"batch": 4}, (P("batch"), P(), P()), P(), [(8, 6, 6, 1), (3, 3, 1, 4), (4, 3)])
+XLA_CASES["zero"] = (grads, {"data": 4}, (P("data"), P("data")), (P("data"), P("data")), [(8, 4), (8, 8)])
+
+
+def test_sharded_sum_of_partials_is_a_reduce_scatter():
+    """Data-parallel gradients kept sharded (ZeRO): the batch contraction is summed over the
+    devices and each keeps its rows: reduce-scatter, not all-reduce + slice."""
+    x, y = _rand(8, 4), _rand(8, 8)
+    m = _check(grads, {"data": 4}, (P("data"), P("data")), (P("data"), P("data")), (x, y), """
+CHECK: f32[1,8]{1,0} reduce-scatter({{.*}}), replica_groups={{[{][{]0,1,2,3[}][}]}}, dimensions={0}
+CHECK: f32[2]{0} reduce-scatter(
+CHECK-NOT: all-reduce
+""")
+    assert [c[0] for c in collective_bytes(m)] == ["reduce-scatter", "reduce-scatter"]

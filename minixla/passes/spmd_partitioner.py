@@ -17,6 +17,8 @@ contracting dims -- *mask* it with the reducer's identity, ``lax.base.reduction_
   the contraction sums them (Megatron's row-parallel layer). Batch and non-contracting dims stay
   local (data parallel, column-parallel).
 * ``reduce`` over a sharded dim: local reduce, then ``all-reduce`` with the same reducer.
+  When the result is wanted sharded along a dim the group could split, the all-reduce becomes
+  a ``reduce-scatter`` (each device keeps its slice of the sum: ZeRO-style gradients).
 * Resharding a value from ``S`` to ``T`` (``_Partitioner.reshard``): ``all-to-all`` when one
   dim's tiling moves to another dim; otherwise ``all-gather`` each dim whose ``T`` tile a device
   does not already hold, then cut the ``T`` tile out with a ``slice``, or a ``dynamic-slice``
@@ -34,7 +36,7 @@ import re
 import numpy as np
 
 from minixla.hlo import collectives
-from minixla.hlo.ir import HloInstruction, Shape
+from minixla.hlo.ir import HloComputation, HloInstruction, Shape
 from minixla.lax.base import reduction_identity
 from minixla.passes.pipeline import HloPass
 from minixla.passes.sharding_propagation import (backward, device_tiles, effective, forward,
@@ -152,6 +154,19 @@ class _Partitioner:
                 "or" if dtype == np.bool_ else "add", s, [a, b], name=self.module.unique_name("add")))
             self.adders[dtype] = comp
         return self.adders[dtype]
+
+    def dry_run_bytes(self, emit) -> float:
+        """Bytes moved by the collectives ``emit()`` would add (emitted into a scratch
+        computation that is then dropped)."""
+        saved = self.comp, self.pid, dict(self.tables)
+        self.comp = HloComputation("scratch")
+        self.comp.module = self.module
+        try:
+            emit()
+            scratch = self.comp
+        finally:
+            self.comp, self.pid, self.tables = saved
+        return sum(_instr_bytes(i) for i in scratch.instructions)
 
     # ---- driver -----------------------------------------------------------------------
     def run(self):
@@ -309,7 +324,21 @@ class _Partitioner:
         cands.append(fallback)
         plans = [(c, self._dot_plan(instr, *c)) for c in cands]
         plans = [(c, p) for c, p in plans if p is not None]
-        (tl, tr), (P, groups) = next(((c, p) for c, p in plans if p[0] == R), plans[0])
+
+        def cost(plan):  # bytes the plan's collectives move (a dry run of its emission)
+            (tl, tr), (P, groups) = plan
+
+            def emit():
+                self.reshard(env[lhs], Sl, tl, lhs.shape)
+                self.reshard(env[rhs], Sr, tr, rhs.shape)
+                d = self.add(HloInstruction("parameter", Shape(instr.shape.dtype, P.tile_shape(instr.shape.dims)),
+                                            parameter_number=0))
+                if groups:
+                    self.combine(d, P, R, groups, self.adder(instr.shape.dtype), instr.shape)
+                else:
+                    self.reshard(d, P, R, instr.shape)
+            return self.dry_run_bytes(emit)
+        (tl, tr), (P, groups) = min(plans, key=cost)  # the first of the cheapest
         a = self.reshard(env[lhs], Sl, tl, lhs.shape)
         b = self.reshard(env[rhs], Sr, tr, rhs.shape)
         if groups:
@@ -319,8 +348,29 @@ class _Partitioner:
         d = self.add(HloInstruction("dot", Shape(instr.shape.dtype, dims), [a, b], self._attrs(instr, dims),
                                     name=instr.name))
         if groups:
-            d = self.add(collectives.all_reduce(d, groups, self.adder(instr.shape.dtype)))
+            return self.combine(d, P, R, groups, self.adder(instr.shape.dtype), instr.shape)
         return self.reshard(d, P, R, instr.shape)
+
+    def combine(self, partial, P, R, groups, reducer, shape):
+        """Sum the partial results ``partial`` over ``groups`` into sharding ``R``: one
+        ``reduce-scatter`` when ``R`` tiles a dim of ``P`` exactly over each group's members
+        (each keeps its own slice of the sum), else ``all-reduce`` then reshard."""
+        n, dims, rank = self.n, shape.dims, shape.rank
+        tP, tR = device_tiles(P, rank, n), device_tiles(R, rank, n)
+        cP = full_tile_assignment(P, rank, n).shape[:-1]
+        cR = full_tile_assignment(R, rank, n).shape[:-1]
+        g = len(groups[0])
+        for j in range(rank):
+            if cP[j] != 1 or cR[j] != g or dims[j] % g:
+                continue
+            if any(cP[i] != cR[i] for i in range(rank) if i != j) or any(
+                    tP[d][i] != tR[d][i] for d in range(n) for i in range(rank) if i != j):
+                continue
+            ordered = [tuple(sorted(grp, key=lambda d: tR[d][j])) for grp in groups]
+            if all([tR[d][j] for d in grp] == list(range(g)) for grp in ordered):
+                return self.add(collectives.reduce_scatter(partial, j, ordered, reducer))
+        r = self.add(collectives.all_reduce(partial, groups, reducer))
+        return self.reshard(r, P, R, shape)
 
     # ---- reduce -------------------------------------------------------------------------
     def partition_reduce(self, instr, env, R):
@@ -346,12 +396,12 @@ class _Partitioner:
         dims = tuple(xs.shape.dims[i] for i in kept_dims)
         r = self.add(HloInstruction("reduce", Shape(dtype, dims), [xs, local_init],
                                     {"dimensions": tuple(red)}, [reducer], name=instr.name))
-        r = self.add(collectives.all_reduce(r, groups, reducer))
+        r = self.combine(r, P, R, groups, reducer, instr.shape)
         init_local = self.reshard(env[init], init.attrs["sharding"], HloSharding.replicate(), init.shape)
         if not (init.opcode == "constant" and np.array_equal(init.literal, ident, equal_nan=True)):
-            b = self.op("broadcast", dtype, dims, [init_local], dimensions=())
-            r = self.op(code, dtype, dims, [r, b])
-        return self.reshard(r, P, R, instr.shape)
+            b = self.op("broadcast", dtype, r.shape.dims, [init_local], dimensions=())
+            r = self.op(code, dtype, r.shape.dims, [r, b])
+        return r
 
     # ---- resharding ---------------------------------------------------------------------
     def reshard(self, x, S, T, shape):
@@ -469,13 +519,15 @@ def collective_bytes(module) -> list:
     all-gather), ``all-gather`` ``(g-1)/g`` of its result, ``reduce-scatter`` ``(g-1)/g`` of
     its operand, ``all-to-all`` ``(g-1)/g`` of its buffer, ``collective-permute`` its buffer.
     """
-    out = []
-    for i in module.entry.instructions:
-        if i.opcode in collectives.COLLECTIVE_OPCODES:
-            g = (len(i.attrs["replica_groups"][0]) if i.opcode != "collective-permute" else 2)
-            b = _bytes_model(i.opcode, g, _shape_bytes(i.operands[0].shape), _shape_bytes(i.shape))
-            out.append((i.opcode, str(i.shape), b))
-    return out
+    return [(i.opcode, str(i.shape), _instr_bytes(i)) for i in module.entry.instructions
+            if i.opcode in collectives.COLLECTIVE_OPCODES]
+
+
+def _instr_bytes(i) -> float:
+    if i.opcode not in collectives.COLLECTIVE_OPCODES:
+        return 0.0
+    g = len(i.attrs["replica_groups"][0]) if i.opcode != "collective-permute" else 2
+    return _bytes_model(i.opcode, g, _shape_bytes(i.operands[0].shape), _shape_bytes(i.shape))
 
 
 _XLA_COLL = re.compile(r"=\s*(\([^=]*?\)|\w+\[[\d,]*\](?:\{[^}]*\})?)\s+"
