@@ -159,8 +159,7 @@ class _Partitioner:
         """Bytes moved by the collectives ``emit()`` would add (emitted into a scratch
         computation that is then dropped)."""
         saved = self.comp, self.pid, dict(self.tables)
-        self.comp = HloComputation("scratch")
-        self.comp.module = self.module
+        self.comp = HloComputation("scratch")  # (no module: its names are not taken)
         try:
             emit()
             scratch = self.comp
