@@ -25,7 +25,7 @@ def _rand(*shape):
     return RNG.standard_normal(shape).astype(np.float32)
 
 
-def _check(f, mesh, in_specs, out_specs, args, checks=None, rtol=2e-5, ref=np):
+def _check(f, mesh, in_specs, out_specs, args, checks=None, rtol=2e-5, ref=np, want=None):
     """Partition ``f`` (written against a numpy-like module ``np_``), run it on the mesh's
     virtual devices and compare with ``f(ref, ...)`` (NumPy where it computes the same as JAX
     eager, which costs a compile per op); FileCheck the per-device HLO."""
@@ -33,7 +33,7 @@ def _check(f, mesh, in_specs, out_specs, args, checks=None, rtol=2e-5, ref=np):
     text = m.to_string()
     assert parse(text).to_string() == text  # prints and parses as XLA text
     got = evaluate_partitioned(m, *args)
-    want = f(ref, *args)
+    want = f(ref, *args) if want is None else want
     for g, w in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)):
         np.testing.assert_allclose(g, np.asarray(w), rtol=rtol, atol=1e-5)
     if checks:
@@ -304,3 +304,31 @@ CHECK: all-reduce(
         minixla.jit(lambda a: a, mesh={"d": 2}, spmd_partitioner="minixla", in_shardings=(P(), P()))(x)
     with pytest.raises(ShardingError, match="'nope'"):
         minixla.jit(lambda a: a, mesh={"d": 2}, spmd_partitioner="minixla", in_shardings=P("nope"))(x)
+
+
+def train_step(np_, w1, w2, x, y):
+    grad = jax.grad if np_ is jjnp else __import__("minixla").grad
+
+    def loss(w1, w2):
+        return np_.mean((np_.tanh(x @ w1) @ w2 - y) ** 2)
+    g1, g2 = grad(loss, argnums=(0, 1))(w1, w2)
+    return w1 - 0.1 * g1, w2 - 0.1 * g2
+
+
+XLA_CASES["train"] = (train_step, {"data": 4}, (P(), P(), P("data"), P("data")), (P(), P()),
+                      [(4, 6), (6, 3), (8, 4), (8, 3)])
+
+
+def test_data_parallel_training_step_all_reduces_the_gradients():
+    """grad of the MLP's loss, batch sharded, weights replicated: the forward and backward
+    stay local and each weight gradient is one all-reduce."""
+    w1, w2, x, y = args = [_rand(4, 6), _rand(6, 3), _rand(8, 4), _rand(8, 3)]
+    h = np.tanh(x @ w1)  # the gradients by hand (jax.grad eager would compile every op)
+    d = 2 * (h @ w2 - y) / y.size
+    g1, g2 = x.T @ (d @ w2.T * (1 - h * h)), h.T @ d
+    m = _check(train_step, {"data": 4}, (P(), P(), P("data"), P("data")), (P(), P()), args, """
+CHECK-NOT: all-gather
+CHECK: f32[3,6]{1,0} all-reduce(
+CHECK: f32[6,4]{1,0} all-reduce(
+""", want=(w1 - 0.1 * g1, w2 - 0.1 * g2))
+    assert len(collective_bytes(m)) == 2
