@@ -395,3 +395,12 @@ def test_random_shardings_match_numpy():
         m = partition(functools.partial(f, mnp), mesh, ins, out, args=args)
         np.testing.assert_allclose(evaluate_partitioned(m, *args), want, rtol=1e-4, atol=1e-4,
                                    err_msg=f"{name} on {mesh}: in_specs={ins} out_specs={out}")
+
+
+def test_output_that_is_an_argument_is_resharded():
+    x = _rand(4, 6)
+    m = _check(lambda np_, a: (a, a), {"d": 2}, (P("d"),), (P(), P(None, "d")), (x,), """
+CHECK-DAG: all-to-all(
+CHECK-DAG: all-gather(
+""")
+    assert m.entry.parameters[0].shape.dims == (2, 6)

@@ -23,6 +23,7 @@ contracting dims -- *mask* it with the reducer's identity, ``lax.base.reduction_
   dim's tiling moves to another dim; otherwise ``all-gather`` each dim whose ``T`` tile a device
   does not already hold, then cut the ``T`` tile out with a ``slice``, or a ``dynamic-slice``
   whose start is looked up by ``partition-id`` in a per-device table (replicated -> tiled).
+* ``copy`` and ``Sharding`` custom-calls (``with_sharding_constraint``) are just a reshard.
 * Anything else runs replicated: operands all-gathered, the result cut to its sharding.
 
 ``collective_bytes`` lists what each collective moves per device, under the ring model XLA's
@@ -204,7 +205,7 @@ class _Partitioner:
             g = self.add(HloInstruction(code, local, [env[t]], {"index": instr.attrs["index"]},
                                         name=instr.name))
             return self.reshard(g, S, R, instr.shape)
-        if code == "custom-call" and instr.attrs.get("custom_call_target") == "Sharding":
+        if code == "copy" or (code == "custom-call" and instr.attrs.get("custom_call_target") == "Sharding"):
             o = instr.operands[0]
             return self.reshard(env[o], o.attrs["sharding"], R, instr.shape)
         if code == "dot":
@@ -311,15 +312,14 @@ class _Partitioner:
         Reff = effective(instr, R, n)
         fallback = (backward(instr, 0, Reff, n), backward(instr, 1, Reff, n))
         cands = [(Sl, Sr)]
-        # One operand's contracting shards decide; the other is cut to match (a local slice).
-        for src, sdims, dst, ddims, first in ((Sl, lhs, rhs, None, True), (Sr, rhs, lhs, None, False)):
-            src_c, dst_c = (lc, rc) if first else (rc, lc)
-            src_b, dst_b = (lb, rb) if first else (rb, lb)
+        # One operand's contracting (and batch) shards decide; the other is cut to match.
+        for src, dst, src_dims, dst_dims, lhs_decides in ((lhs, rhs, lc + lb, rc + rb, True),
+                                                          (rhs, lhs, rc + rb, lc + lb, False)):
             dmap = [None] * dst.shape.rank
-            for a, b in zip(src_c + src_b, dst_c + dst_b):
+            for a, b in zip(src_dims, dst_dims):
                 dmap[b] = a
-            T = remap(src, sdims.shape.dims, dst.shape.dims, dmap, n)
-            cands.append((src, T) if first else (T, src))
+            T = remap(src.attrs["sharding"], src.shape.dims, dst.shape.dims, dmap, n)
+            cands.append((Sl, T) if lhs_decides else (T, Sr))
         cands.append(fallback)
         plans = [(c, self._dot_plan(instr, *c)) for c in cands]
         plans = [(c, p) for c, p in plans if p is not None]

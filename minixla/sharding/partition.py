@@ -24,7 +24,7 @@ import math
 
 import numpy as np
 
-from minixla.hlo.ir import HloModule
+from minixla.hlo.ir import HloInstruction, HloModule
 from minixla.sharding.hlo_sharding import HloSharding, ShardingError
 
 
@@ -63,23 +63,26 @@ def propagate(f_or_module, mesh_axes: dict, in_specs, out_specs=None, *, args=No
     for k, (p, spec) in enumerate(zip(params, in_specs)):
         p.attrs["sharding"] = _to_sharding(spec, mesh_axes, p.shape.rank,
                                            f"in_specs[{k}] (argument {k}, {p.shape})")
-    root = module.entry.root
+    comp = module.entry
+    root = comp.root
     if out_specs is not None:
-        if root.opcode == "tuple":
-            specs = list(out_specs)
-            if len(specs) != len(root.operands):
-                raise ShardingError(f"partition: {len(specs)} out_specs for {len(root.operands)} outputs")
-            for k, (o, spec) in enumerate(zip(root.operands, specs)):
-                s = _to_sharding(spec, mesh_axes, o.shape.rank, f"out_specs[{k}] ({o.shape})")
-                if "sharding" in o.attrs and o.attrs["sharding"] != s:
-                    raise ShardingError(f"partition: output {k} is also argument "
-                                        f"{o.parameter_number} with another sharding")
-                o.attrs["sharding"] = s
-        else:
-            s = _to_sharding(out_specs, mesh_axes, root.shape.rank, f"out_specs ({root.shape})")
-            if "sharding" in root.attrs and root.attrs["sharding"] != s:
-                raise ShardingError("partition: the output is an argument with another sharding")
-            root.attrs["sharding"] = s
+        outs = list(root.operands) if root.opcode == "tuple" else [root]
+        specs = list(out_specs) if root.opcode == "tuple" else [out_specs]
+        if len(specs) != len(outs):
+            raise ShardingError(f"partition: {len(specs)} out_specs for {len(outs)} outputs")
+        for k, (o, spec) in enumerate(zip(outs, specs)):
+            s = _to_sharding(spec, mesh_axes, o.shape.rank, f"out_specs[{k}] ({o.shape})")
+            if "sharding" in o.attrs and o.attrs["sharding"] != s:
+                # an output that is also an argument (or another output) with another
+                # sharding: a copy carries the output's, the partitioner reshards into it
+                c = comp.add_instruction(HloInstruction("copy", o.shape, [o]))
+                if root.opcode == "tuple":
+                    root.operands[k] = c
+                else:
+                    comp.root = c
+                o = c
+            o.attrs["sharding"] = s
+        comp.sort_topologically()
     ShardingPropagation(n).run(module)
     return module
 
