@@ -404,3 +404,12 @@ CHECK-DAG: all-to-all(
 CHECK-DAG: all-gather(
 """)
     assert m.entry.parameters[0].shape.dims == (2, 6)
+
+
+def test_same_tiles_on_other_devices_is_a_collective_permute():
+    x = _rand(4, 3)
+    m = _check(lambda np_, a: a + 1.0, {"x": 2, "y": 2}, (P(("x", "y")),), P(("y", "x")), (x,), """
+CHECK: collective-permute({{.*}}), source_target_pairs={{[{][{]0,0[}],[{]1,2[}],[{]2,1[}],[{]3,3[}][}]}}
+CHECK-NOT: all-
+""")
+    assert collective_bytes(m) == [("collective-permute", "f32[1,3]{1,0}", 12.0)]

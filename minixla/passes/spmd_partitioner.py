@@ -22,7 +22,8 @@ contracting dims -- *mask* it with the reducer's identity, ``lax.base.reduction_
 * Resharding a value from ``S`` to ``T`` (``_Partitioner.reshard``): ``all-to-all`` when one
   dim's tiling moves to another dim; otherwise ``all-gather`` each dim whose ``T`` tile a device
   does not already hold, then cut the ``T`` tile out with a ``slice``, or a ``dynamic-slice``
-  whose start is looked up by ``partition-id`` in a per-device table (replicated -> tiled).
+  whose start is looked up by ``partition-id`` in a per-device table (replicated -> tiled);
+  the same tiles on other devices are one ``collective-permute``.
 * ``copy`` and ``Sharding`` custom-calls (``with_sharding_constraint``) are just a reshard.
 * Anything else runs replicated: operands all-gathered, the result cut to its sharding.
 
@@ -420,6 +421,8 @@ class _Partitioner:
         if rank == 0:
             return x
         out = self._all_to_all(x, S, T, dims)
+        if out is None:
+            out = self._permute(x, S, T, dims)
         if out is not None:
             return out
         tT = device_tiles(T, rank, n)
@@ -458,6 +461,22 @@ class _Partitioner:
         starts = [self.per_device(o) for o in offs]
         return self.op("dynamic-slice", x.shape.dtype, tuple(cT), [x] + starts,
                        dynamic_slice_sizes=tuple(cT))
+
+    def _permute(self, x, S, T, dims):
+        """Same tiles, other devices (e.g. ``P(("x", "y"))`` to ``P(("y", "x"))``): each
+        device receives its ``T`` tile from a device holding it in ``S``, one
+        ``collective-permute``."""
+        n, rank = self.n, len(dims)
+        sa, ta = full_tile_assignment(S, rank, n), full_tile_assignment(T, rank, n)
+        if sa.shape != ta.shape or x.shape.dims != S.tile_shape(dims):
+            return None
+        if device_tiles(S, rank, n) == device_tiles(T, rank, n):
+            return x  # only the replication groups differ: every device holds its tile
+        holders: dict = {}
+        for pos in np.ndindex(sa.shape):  # the j-th holder of a tile in S feeds its j-th in T
+            holders.setdefault(pos[:-1], []).append(int(sa[pos]))
+        pairs = [(holders[pos[:-1]][pos[-1]], int(ta[pos])) for pos in np.ndindex(ta.shape)]
+        return self.add(collectives.collective_permute(x, sorted(pairs)))
 
     def _all_to_all(self, x, S, T, dims):
         """Move the tiling of dim ``i`` to dim ``j`` with one all-to-all, when ``T`` is ``S``
