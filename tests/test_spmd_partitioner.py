@@ -10,8 +10,9 @@ import pytest
 from jax.sharding import PartitionSpec as P
 
 import minixla.numpy as mnp
+from benchmarks import spmd as spmd_bench
+from benchmarks.spmd import block, cnn, grads, mlp, train_step
 from conftest import filecheck
-from minixla.hlo import collectives
 from minixla.hlo.evaluator import evaluate_spmd
 from minixla.hlo.parser import parse
 from minixla.hlo.verifier import verify
@@ -39,10 +40,6 @@ def _check(f, mesh, in_specs, out_specs, args, checks=None, rtol=2e-5, ref=np, w
     if checks:
         filecheck(text, checks)
     return m
-
-
-def mlp(np_, x, w1, w2):
-    return np_.tanh(x @ w1) @ w2
 
 
 def test_mlp_data_parallel_has_no_collectives():
@@ -137,14 +134,6 @@ CHECK-NOT: all-reduce(
     assert [c[0] for c in collective_bytes(m)] == ["all-reduce"]
 
 
-def cnn(np_, x, k, w):
-    lax = jax.lax if np_ is jjnp else __import__("minixla").lax
-    y = lax.conv_general_dilated(x, k, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC"))
-    y = np_.maximum(y, 0.0)
-    y = np_.mean(y, axis=(1, 2))
-    return y @ w
-
-
 def test_cnn_forward_batch_sharded():
     x, k, w = _rand(4, 6, 6, 1), _rand(3, 3, 1, 4), _rand(4, 3)
     _check(cnn, {"batch": 2}, (P("batch"), P(), P()), P("batch"), (x, k, w), """
@@ -194,75 +183,27 @@ def test_bad_specs_name_the_argument():
         partition(lambda a, b: a + b, {"data": 2}, (P(),), args=(x, x))
 
 
-def block(np_, x, wq, wk, wv, wo):
-    q = np_.einsum("bsd,dhk->bhsk", x, wq)
-    k = np_.einsum("bsd,dhk->bhsk", x, wk)
-    v = np_.einsum("bsd,dhk->bhsk", x, wv)
-    att = np_.einsum("bhsk,bhtk->bhst", q, k) / 2.0
-    att = np_.exp(att - np_.max(att, axis=-1, keepdims=True))
-    att = att / np_.sum(att, axis=-1, keepdims=True)
-    o = np_.einsum("bhst,bhtk->bhsk", att, v)
-    return x + np_.einsum("bhsk,hkd->bsd", o, wo)
-
-
-HEADS = P(None, "model", None)
-#: name -> (function, mesh axes, in_specs, out_spec, argument shapes)
-XLA_CASES = {
-    "megatron": (mlp, {"model": 2}, (P(), P(None, "model"), P("model", None)), P(), [(8, 4), (4, 6), (6, 3)]),
-    "data": (mlp, {"data": 4}, (P("data"), P(), P()), P("data"), [(8, 4), (4, 6), (6, 3)]),
-    "2d": (mlp, {"data": 2, "model": 4}, (P("data"), P(None, "model"), P("model", None)), P("data"),
-           [(8, 4), (4, 8), (8, 4)]),
-    "block": (block, {"model": 2}, (P(), HEADS, HEADS, HEADS, P("model", None, None)), P(),
-              [(2, 4, 8), (8, 4, 2), (8, 4, 2), (8, 4, 2), (4, 2, 8)]),
-}
-
-_XLA_SCRIPT = """
-import json, math, sys
-import jax, jax.numpy as jnp, numpy as np
-from jax.sharding import Mesh, NamedSharding
-sys.path.insert(0, sys.argv[1])
-import test_spmd_partitioner as t
-from minixla.passes.spmd_partitioner import collective_bytes_from_text
-out = {}
-for name, (f, axes, specs, out_spec, shapes) in t.XLA_CASES.items():
-    n = math.prod(axes.values())
-    mesh = Mesh(np.array(jax.devices()[:n]).reshape(tuple(axes.values())), tuple(axes))
-    ns = lambda s: NamedSharding(mesh, s)
-    args = [jax.ShapeDtypeStruct(s, jnp.float32) for s in shapes]
-    g = jax.jit(lambda *a: f(jnp, *a), in_shardings=tuple(ns(s) for s in specs),
-                out_shardings=tuple(map(ns, out_spec)) if type(out_spec) is tuple else ns(out_spec))
-    out[name] = collective_bytes_from_text(g.lower(*args).compile().as_text(), n)
-print(json.dumps(out))
-"""
-
-
 def test_collectives_no_more_bytes_than_xla():
-    """For the same annotations, XLA's own partitioned HLO (8 host devices, in a subprocess)
-    moves at least as many bytes in collectives as minixla's per-device program."""
+    """For the same annotations, XLA's own partitioned HLO (8 host devices, in a subprocess:
+    ``python -m benchmarks.spmd --json``) moves at least as many bytes in collectives as
+    minixla's per-device program: the MLP (data, model, 2D, a training step), a transformer
+    block, the CNN forward, ZeRO gradients."""
     import json
     import os
     import subprocess
     import sys
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8",
-               PYTHONPATH=os.pathsep.join([os.getcwd(), os.environ.get("PYTHONPATH", "")]))
-    here = os.path.dirname(os.path.abspath(__file__))
-    r = subprocess.run([sys.executable, "-c", _XLA_SCRIPT, here], capture_output=True, text=True,
-                       env=env, timeout=300)
+               PYTHONPATH=os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]))
+    r = subprocess.run([sys.executable, "-m", "benchmarks.spmd", "--json"], capture_output=True,
+                       text=True, env=env, timeout=300, cwd=root)
     assert r.returncode == 0, r.stderr[-3000:]
-    xla = json.loads(r.stdout.strip().splitlines()[-1])
-    for name, (f, axes, specs, out_spec, shapes) in XLA_CASES.items():
-        args = [_rand(*s) for s in shapes]
-        m = partition(functools.partial(f, mnp), axes, specs, out_spec, args=args)
-        ours = collective_bytes(m)
-        assert sum(b for _, _, b in ours) <= sum(b for _, _, b in xla[name]), (name, ours, xla[name])
-
-
-def grads(np_, x, y):
-    return x.T @ y, np_.sum(y, axis=0)
-
-
-XLA_CASES["cnn"] = (cnn, {"batch": 4}, (P("batch"), P(), P()), P(), [(8, 6, 6, 1), (3, 3, 1, 4), (4, 3)])
-XLA_CASES["zero"] = (grads, {"data": 4}, (P("data"), P("data")), (P("data"), P("data")), [(8, 4), (8, 8)])
+    results = json.loads(r.stdout.strip().splitlines()[-1])
+    assert set(results) == set(spmd_bench.CASES)
+    for name, res in results.items():
+        ours, xla = (sum(b for _, _, b in res[k]) for k in ("minixla", "xla"))
+        assert ours <= xla, (name, res)
+    assert results["mlp megatron"]["minixla"] == [["all-reduce", "f32[8,3]{1,0}", 96.0]]
 
 
 def test_sharded_sum_of_partials_is_a_reduce_scatter():
@@ -304,19 +245,6 @@ CHECK: all-reduce(
         minixla.jit(lambda a: a, mesh={"d": 2}, spmd_partitioner="minixla", in_shardings=(P(), P()))(x)
     with pytest.raises(ShardingError, match="'nope'"):
         minixla.jit(lambda a: a, mesh={"d": 2}, spmd_partitioner="minixla", in_shardings=P("nope"))(x)
-
-
-def train_step(np_, w1, w2, x, y):
-    grad = jax.grad if np_ is jjnp else __import__("minixla").grad
-
-    def loss(w1, w2):
-        return np_.mean((np_.tanh(x @ w1) @ w2 - y) ** 2)
-    g1, g2 = grad(loss, argnums=(0, 1))(w1, w2)
-    return w1 - 0.1 * g1, w2 - 0.1 * g2
-
-
-XLA_CASES["train"] = (train_step, {"data": 4}, (P(), P(), P("data"), P("data")), (P(), P()),
-                      [(4, 6), (6, 3), (8, 4), (8, 3)])
 
 
 def test_data_parallel_training_step_all_reduces_the_gradients():
