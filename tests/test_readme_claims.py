@@ -23,7 +23,7 @@ def test_readme_spmd_partitioner_example():
     from minixla.sharding import evaluate_partitioned, partition
     readme = open(os.path.join(os.path.dirname(__file__), "..", "README.md")).read()
     section = readme[readme.index("### minixla's SPMD partitioner"):]
-    shown = re.search(r"```\n(HloModule jit_mlp\n.*?)```", section, re.S).group(1)
+    shown = re.search(r"```\n(HloModule jit_mlp, num_partitions=2\n.*?)```", section, re.S).group(1)
 
     def mlp(x, w1, w2):
         return mnp.tanh(x @ w1) @ w2

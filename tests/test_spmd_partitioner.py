@@ -32,7 +32,9 @@ def _check(f, mesh, in_specs, out_specs, args, checks=None, rtol=2e-5, ref=np, w
     eager, which costs a compile per op); FileCheck the per-device HLO."""
     m = partition(functools.partial(f, mnp), mesh, in_specs, out_specs, args=args)
     text = m.to_string()
-    assert parse(text).to_string() == text  # prints and parses as XLA text
+    back = parse(text)
+    assert back.to_string() == text  # prints and parses as XLA text (num_partitions included)
+    assert getattr(back, "num_partitions", 1) == m.num_partitions
     got = evaluate_partitioned(m, *args)
     want = f(ref, *args) if want is None else want
     for g, w in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)):

@@ -155,7 +155,7 @@ def evaluate_partitioned(module: HloModule, *args):
     evaluator (``evaluate_spmd``) from global arguments; returns the global result (a tuple
     for a tuple root), assembled from the devices' shards."""
     from minixla.hlo.evaluator import evaluate_spmd
-    n = module.num_partitions
+    n = getattr(module, "num_partitions", 1)
     params = module.entry.parameters
     if len(args) != len(params):
         raise TypeError(f"evaluate_partitioned: {len(params)} arguments expected, got {len(args)}")

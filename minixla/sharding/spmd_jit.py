@@ -107,7 +107,7 @@ class SpmdCompiled:
 
     def __init__(self, module, in_tree, out_tree, executor):
         self.hlo_module, self.in_tree, self.out_tree = module, in_tree, out_tree
-        self.num_partitions = module.num_partitions
+        self.num_partitions = getattr(module, "num_partitions", 1)
         self.run = executor(module, self.num_partitions)
 
     def as_text(self) -> str:
