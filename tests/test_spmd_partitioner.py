@@ -343,3 +343,20 @@ CHECK: collective-permute({{.*}}), source_target_pairs={{[{][{]0,0[}],[{]1,2[}],
 CHECK-NOT: all-
 """)
     assert collective_bytes(m) == [("collective-permute", "f32[1,3]{1,0}", 12.0)]
+
+
+def test_convolution_with_sharded_input_features_is_a_partial_conv():
+    """Input features (the conv's contraction) sharded on both operands, uneven (5 over 2):
+    masked, local conv, one all-reduce; output features sharded stay local."""
+    def conv(np_, x, k):
+        lax = jax.lax if np_ is jjnp else __import__("minixla").lax
+        return lax.conv_general_dilated(x, k, (1, 1), "VALID", dimension_numbers=("NHWC", "HWIO", "NHWC"))
+    x, k = _rand(2, 5, 5, 5), _rand(3, 3, 5, 4)
+    _check(conv, {"f": 2}, (P(None, None, None, "f"), P(None, None, "f", None)), P(), (x, k), """
+CHECK: select(
+CHECK: convolution(
+CHECK: all-reduce(
+CHECK-NOT: all-gather
+""", rtol=1e-4, ref=jjnp)
+    _check(conv, {"f": 2}, (P(), P(None, None, None, "f")), P(None, None, None, "f"), (x, k),
+           "CHECK-NOT: all-", rtol=1e-4, ref=jjnp)

@@ -12,10 +12,11 @@ contracting dims -- *mask* it with the reducer's identity, ``lax.base.reduction_
   are computed locally in ``effective(x, s)``, ``s`` restricted to the dims their operands can
   carry (``minixla.passes.sharding_propagation.dim_map``); their operands are first resharded
   to what that result needs.
-* ``dot``: if the operands' contracting dims are sharded alike, each device multiplies its
-  shards (a *partial* dot) and an ``all-reduce`` over the devices holding the other parts of
-  the contraction sums them (Megatron's row-parallel layer). Batch and non-contracting dims stay
-  local (data parallel, column-parallel).
+* ``dot`` (and ``convolution``, whose input features are its contracting dim): if the
+  operands' contracting dims are sharded alike, each device multiplies its shards (a *partial*
+  dot) and an ``all-reduce`` over the devices holding the other parts of the contraction sums
+  them (Megatron's row-parallel layer). Batch and non-contracting dims (a conv's batch and
+  output features) stay local (data parallel, column-parallel).
 * ``reduce`` over a sharded dim: local reduce, then ``all-reduce`` with the same reducer.
   When the result is wanted sharded along a dim the group could split, the all-reduce becomes
   a ``reduce-scatter`` (each device keeps its slice of the sum: ZeRO-style gradients).
@@ -209,8 +210,9 @@ class _Partitioner:
         if code == "copy" or (code == "custom-call" and instr.attrs.get("custom_call_target") == "Sharding"):
             o = instr.operands[0]
             return self.reshard(env[o], o.attrs["sharding"], R, instr.shape)
-        if code == "dot":
-            return self.partition_dot(instr, env, R)
+        if code == "dot" or (code == "convolution" and instr.attrs.get("feature_group_count", 1) == 1
+                             and instr.attrs.get("batch_group_count", 1) == 1):
+            return self.partition_contraction(instr, env, R)
         if code == "reduce" and len(instr.operands) == 2:
             out = self.partition_reduce(instr, env, R)
             if out is not None:
@@ -275,26 +277,47 @@ class _Partitioner:
         fill = self.op("broadcast", x.shape.dtype, ldims, [self.constant(value, x.shape.dtype)], dimensions=())
         return self.op("select", x.shape.dtype, ldims, [pred, x, fill])
 
-    # ---- dot ----------------------------------------------------------------------------
-    def _dot_plan(self, instr, Sl, Sr):
-        """(partial result sharding P, all-reduce groups or None) for a local dot of shards in
-        ``Sl``/``Sr``, or ``None`` if those shards do not line up."""
-        n = self.n
-        at = instr.attrs
-        lb, lc, rb, rc = (list(at[a]) for a in ("lhs_batch_dims", "lhs_contracting_dims",
-                                                 "rhs_batch_dims", "rhs_contracting_dims"))
+    # ---- dot and convolution ---------------------------------------------------------
+    def _contraction(self, instr):
+        """How a ``dot``/``convolution`` maps its operands' dims: result dim of each lhs / rhs
+        dim that reaches the result, the (lhs, rhs) pairs that must be tiled alike (batch) or
+        are summed (contracting), and the dims that must stay whole (conv's spatial dims)."""
         lhs, rhs = instr.operands
+        if instr.opcode == "dot":
+            at = instr.attrs
+            lb, lc, rb, rc = (list(at[a]) for a in ("lhs_batch_dims", "lhs_contracting_dims",
+                                                     "rhs_batch_dims", "rhs_contracting_dims"))
+            lfree = [i for i in range(lhs.shape.rank) if i not in lb and i not in lc]
+            rfree = [i for i in range(rhs.shape.rank) if i not in rb and i not in rc]
+            lhs_out = {d: j for j, d in enumerate(lb + lfree)}
+            rhs_out = {d: len(lb) + len(lfree) + j for j, d in enumerate(rfree)}
+            return lhs_out, rhs_out, list(zip(lb, rb)), list(zip(lc, rc)), [], []
+        from minixla.hlo.lowering import parse_dim_labels
+        dn = parse_dim_labels(instr.attrs["dim_labels"])
+        return ({dn.lhs_spec[0]: dn.out_spec[0]}, {dn.rhs_spec[0]: dn.out_spec[1]}, [],
+                [(dn.lhs_spec[1], dn.rhs_spec[1])], list(dn.lhs_spec[2:]), list(dn.rhs_spec[2:]))
+
+    def _contraction_plan(self, instr, Sl, Sr):
+        """(partial result sharding P, all-reduce groups or None) for a local dot/convolution
+        of shards in ``Sl``/``Sr``, or ``None`` if those shards do not line up."""
+        n = self.n
+        lhs, rhs = instr.operands
+        lhs_out, rhs_out, batch, contract, lwhole, rwhole = self._contraction(instr)
         tl = full_tile_assignment(Sl, lhs.shape.rank, n)
         tr = full_tile_assignment(Sr, rhs.shape.rank, n)
+        if any(tl.shape[d] > 1 for d in lwhole) or any(tr.shape[d] > 1 for d in rwhole):
+            return None
         il, ir = device_tiles(Sl, lhs.shape.rank, n), device_tiles(Sr, rhs.shape.rank, n)
-        for a, b in list(zip(lb, rb)) + list(zip(lc, rc)):
+        for a, b in batch + contract:
             if tl.shape[a] != tr.shape[b] or any(il[d][a] != ir[d][b] for d in range(n)):
                 return None
-        lfree = [i for i in range(lhs.shape.rank) if i not in lb and i not in lc]
-        rfree = [i for i in range(rhs.shape.rank) if i not in rb and i not in rc]
-        kept = {d: tuple(il[d][a] for a in lb + lfree) + tuple(ir[d][b] for b in rfree) for d in range(n)}
-        red = {d: tuple(il[d][a] for a in lc) for d in range(n)}
-        counts = [tl.shape[a] for a in lb + lfree] + [tr.shape[b] for b in rfree]
+        src = {j: (0, i) for i, j in lhs_out.items()}
+        src.update({j: (1, i) for i, j in rhs_out.items()})
+        rank = instr.shape.rank
+        counts = [(tl, tr)[src[j][0]].shape[src[j][1]] if j in src else 1 for j in range(rank)]
+        kept = {d: tuple((il, ir)[src[j][0]][d][src[j][1]] if j in src else 0 for j in range(rank))
+                for d in range(n)}
+        red = {d: tuple(il[d][a] for a, _ in contract) for d in range(n)}
         groups = _reduction_groups(kept, red)
         if groups is None:
             return None
@@ -303,27 +326,28 @@ class _Partitioner:
             return None
         return P, (groups if len(groups[0]) > 1 else None)
 
-    def partition_dot(self, instr, env, R):
+    def partition_contraction(self, instr, env, R):
+        """``dot``/``convolution``: among the ways to line the operands up -- as they are, the
+        rhs cut to the lhs's contracting/batch tiles or the reverse, or both resharded to what
+        ``R`` needs -- take the one whose collectives move the fewest bytes; a sharded
+        contraction is a partial result summed over the devices by ``combine``."""
         n = self.n
         lhs, rhs = instr.operands
         Sl, Sr = lhs.attrs["sharding"], rhs.attrs["sharding"]
-        at = instr.attrs
-        lc, rc = list(at["lhs_contracting_dims"]), list(at["rhs_contracting_dims"])
-        lb, rb = list(at["lhs_batch_dims"]), list(at["rhs_batch_dims"])
+        _, _, batch, contract, _, _ = self._contraction(instr)
         Reff = effective(instr, R, n)
-        fallback = (backward(instr, 0, Reff, n), backward(instr, 1, Reff, n))
         cands = [(Sl, Sr)]
-        # One operand's contracting (and batch) shards decide; the other is cut to match.
-        for src, dst, src_dims, dst_dims, lhs_decides in ((lhs, rhs, lc + lb, rc + rb, True),
-                                                          (rhs, lhs, rc + rb, lc + lb, False)):
+        for lhs_decides in (True, False):  # one operand's contracting/batch tiles decide
+            src, dst = (lhs, rhs) if lhs_decides else (rhs, lhs)
             dmap = [None] * dst.shape.rank
-            for a, b in zip(src_dims, dst_dims):
-                dmap[b] = a
+            for a, b in batch + contract:
+                dmap[b if lhs_decides else a] = a if lhs_decides else b
             T = remap(src.attrs["sharding"], src.shape.dims, dst.shape.dims, dmap, n)
             cands.append((Sl, T) if lhs_decides else (T, Sr))
-        cands.append(fallback)
-        plans = [(c, self._dot_plan(instr, *c)) for c in cands]
+        cands.append((backward(instr, 0, Reff, n), backward(instr, 1, Reff, n)))
+        plans = [(c, self._contraction_plan(instr, *c)) for c in cands]
         plans = [(c, p) for c, p in plans if p is not None]
+        dtype = instr.shape.dtype
 
         def cost(plan):  # bytes the plan's collectives move (a dry run of its emission)
             (tl, tr), (P, groups) = plan
@@ -331,10 +355,10 @@ class _Partitioner:
             def emit():
                 self.reshard(env[lhs], Sl, tl, lhs.shape)
                 self.reshard(env[rhs], Sr, tr, rhs.shape)
-                d = self.add(HloInstruction("parameter", Shape(instr.shape.dtype, P.tile_shape(instr.shape.dims)),
+                d = self.add(HloInstruction("parameter", Shape(dtype, P.tile_shape(instr.shape.dims)),
                                             parameter_number=0))
                 if groups:
-                    self.combine(d, P, R, groups, self.adder(instr.shape.dtype), instr.shape)
+                    self.combine(d, P, R, groups, self.adder(dtype), instr.shape)
                 else:
                     self.reshard(d, P, R, instr.shape)
             return self.dry_run_bytes(emit)
@@ -342,13 +366,13 @@ class _Partitioner:
         a = self.reshard(env[lhs], Sl, tl, lhs.shape)
         b = self.reshard(env[rhs], Sr, tr, rhs.shape)
         if groups:
-            a = self.mask(a, tl, lhs.shape.dims, lc, 0)
-            b = self.mask(b, tr, rhs.shape.dims, rc, 0)
+            a = self.mask(a, tl, lhs.shape.dims, [x for x, _ in contract], 0)
+            b = self.mask(b, tr, rhs.shape.dims, [y for _, y in contract], 0)
         dims = P.tile_shape(instr.shape.dims)
-        d = self.add(HloInstruction("dot", Shape(instr.shape.dtype, dims), [a, b], self._attrs(instr, dims),
+        d = self.add(HloInstruction(instr.opcode, Shape(dtype, dims), [a, b], self._attrs(instr, dims),
                                     name=instr.name))
         if groups:
-            return self.combine(d, P, R, groups, self.adder(instr.shape.dtype), instr.shape)
+            return self.combine(d, P, R, groups, self.adder(dtype), instr.shape)
         return self.reshard(d, P, R, instr.shape)
 
     def combine(self, partial, P, R, groups, reducer, shape):
