@@ -677,7 +677,7 @@ def _donated_leaves(args, donate_argnums) -> tuple:
 
 
 def jit(fun=None, *, backend: str = "llvm", donate_argnums=(), static_argnums=(), static_argnames=(),
-        frontend=None):
+        frontend=None, in_shardings=None, out_shardings=None, mesh=None, spmd_partitioner=None):
     """Compile ``fun`` with minixla (``jax.jit``'s counterpart).
 
     Args:
@@ -699,6 +699,13 @@ def jit(fun=None, *, backend: str = "llvm", donate_argnums=(), static_argnums=()
         inside too), whose jaxpr ``minixla.import_jaxpr`` imports; ``"minixla"`` -- minixla's tracer
         only; ``None`` (default) -- minixla's tracer, switching to ``"jax"`` (with a warning on the
         ``minixla.jit`` logger) when ``fun`` calls a JAX function on a traced value.
+      in_shardings, out_shardings, mesh, spmd_partitioner: with ``spmd_partitioner="minixla"``,
+        ``fun`` is partitioned for ``mesh`` (a ``jax.sharding.Mesh`` or ``{axis: size}``) by
+        minixla's own SPMD partitioner (``minixla.sharding.partition``): ``in_shardings`` are
+        ``PartitionSpec``/``NamedSharding`` (one for all arguments, or one per positional
+        argument), ``out_shardings`` likewise for the outputs (``None``: propagated). The
+        per-device program runs on the mesh's virtual devices (``minixla.sharding.spmd_jit``);
+        ``.lower(*args).as_text()`` is its HLO.
     Returns:
       A ``Jitted`` callable returning numpy arrays; ``.lower(*args)`` gives the staged API. In a
       class body it is a method, as with ``jax.jit``: ``@functools.partial(jit, static_argnums=0)``
@@ -711,7 +718,18 @@ def jit(fun=None, *, backend: str = "llvm", donate_argnums=(), static_argnums=()
     if fun is None:
         return functools.partial(jit, backend=backend, donate_argnums=donate_argnums,
                                  static_argnums=static_argnums, static_argnames=static_argnames,
-                                 frontend=frontend)
+                                 frontend=frontend, in_shardings=in_shardings,
+                                 out_shardings=out_shardings, mesh=mesh, spmd_partitioner=spmd_partitioner)
+    if spmd_partitioner == "minixla":
+        from minixla.sharding.spmd_jit import SpmdJitted
+        if mesh is None:
+            from minixla.sharding import ShardingError
+            raise ShardingError("jit(spmd_partitioner='minixla') needs mesh= (a jax.sharding.Mesh "
+                                "or an {axis: size} dict)")
+        return SpmdJitted(fun, mesh, in_shardings, out_shardings)
+    if spmd_partitioner is not None or in_shardings is not None or out_shardings is not None:
+        raise errors.UnsupportedError(
+            f"jit: in_shardings/out_shardings need spmd_partitioner='minixla' (got {spmd_partitioner!r})")
     return Jitted(fun, backend, donate_argnums, static_argnums, static_argnames, frontend)
 
 

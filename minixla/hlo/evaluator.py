@@ -688,3 +688,115 @@ def _conditional(instr, index, *operands):
 evaluate_rules["get-tuple-element"] = _get_tuple_element
 evaluate_rules["while"] = _while
 evaluate_rules["conditional"] = _conditional
+
+
+# ---------------------------------------------------------------------------------------
+# SPMD: one per-device program on N virtual devices, in lockstep (the reference semantics of
+# the collectives; the LLVM and hand-off executors must agree with it).
+
+def _reduce_values(reducer, values):
+    from functools import reduce as fold
+    return fold(lambda a, b: evaluate_computation(reducer, [a, b], batched=True), values)
+
+
+def _collective(instr, vals):
+    """Values of collective ``instr`` on every device given each device's operand value."""
+    n = len(vals)
+    code = instr.opcode
+    if code == "collective-permute":
+        out = [np.zeros_like(v) for v in vals]
+        for s, t in instr.attrs["source_target_pairs"]:
+            out[t] = vals[s]
+        return out
+    out = [None] * n
+    for g in instr.attrs["replica_groups"]:
+        members = [vals[d] for d in g]
+        if code == "all-reduce":
+            r = np.asarray(_reduce_values(instr.called[0], members), instr.shape.dtype)
+            res = [r] * len(g)
+        elif code == "all-gather":
+            res = [np.concatenate(members, axis=instr.attrs["dimensions"][0])] * len(g)
+        elif code == "reduce-scatter":
+            r = np.asarray(_reduce_values(instr.called[0], members), instr.shape.dtype)
+            res = np.split(r, len(g), axis=instr.attrs["dimensions"][0])
+        elif code == "all-to-all":
+            dim = instr.attrs["dimensions"][0]
+            chunks = [np.split(m, len(g), axis=dim) for m in members]
+            res = [np.concatenate([chunks[src][k] for src in range(len(g))], axis=dim)
+                   for k in range(len(g))]
+        else:
+            raise UnsupportedError(f"HLO evaluator: no rule for collective '{code}'")
+        for d, r in zip(g, res):
+            out[d] = np.asarray(r, instr.shape.dtype).reshape(instr.shape.dims)
+    if any(v is None for v in out):
+        missing = [d for d in range(n) if out[d] is None]
+        raise ValueError(f"%{instr.name}: devices {missing} are in no replica group of {code}")
+    return out
+
+
+def evaluate_spmd(module, per_device_args, num_partitions: int | None = None) -> list:
+    """Run an SPMD per-device ``module`` (the SPMD partitioner's output) on ``num_partitions``
+    virtual devices, in lockstep: every instruction is evaluated on every device before the
+    next, so a collective sees every device's operand.
+
+    Args:
+      module: a per-device ``HloModule`` (collectives, ``partition-id``).
+      per_device_args: one list of arguments per device (the local shards).
+      num_partitions: the number of devices (default ``len(per_device_args)``).
+    Returns:
+      One root value per device.
+    Raises:
+      ValueError: a wrong number of devices or argument shapes; UnsupportedError as ``evaluate``.
+    """
+    from minixla.hlo.collectives import COLLECTIVE_OPCODES
+    n = num_partitions or len(per_device_args)
+    if len(per_device_args) != n:
+        raise ValueError(f"evaluate_spmd: {n} partitions but {len(per_device_args)} argument lists")
+    comp = module.entry
+    params = comp.parameters
+    envs = []
+    for d, args in enumerate(per_device_args):
+        if len(args) != len(params):
+            raise TypeError(f"evaluate_spmd: %{comp.name} takes {len(params)} arguments, "
+                            f"device {d} got {len(args)}")
+        env = {}
+        for p, a in zip(params, args):
+            a = np.asarray(a, dtype=p.shape.dtype)
+            if a.shape != p.shape.dims:
+                raise ValueError(f"evaluate_spmd: device {d} parameter {p.parameter_number} "
+                                 f"(%{p.name}) has shape {p.shape}, got {a.shape}")
+            env[p] = a
+        envs.append(env)
+    for instr in comp.instructions:
+        if instr.opcode == "parameter":
+            continue
+        if instr.opcode in COLLECTIVE_OPCODES:
+            outs = _collective(instr, [env[instr.operands[0]] for env in envs])
+            for env, v in zip(envs, outs):
+                env[instr] = v
+        elif instr.opcode == "partition-id":
+            for d, env in enumerate(envs):
+                env[instr] = np.asarray(d, np.uint32)
+        else:
+            for env in envs:
+                env[instr] = evaluate_instruction(instr, [env[o] for o in instr.operands])
+    return [env[comp.root] for env in envs]
+
+
+def _single_device_collective(instr, x):
+    """A collective evaluated by ``evaluate`` (one device): legal only when every group is
+    that one device; the multi-device semantics live in ``evaluate_spmd``."""
+    pairs = instr.attrs.get("source_target_pairs")
+    groups = instr.attrs.get("replica_groups", ((0,),))
+    if pairs is not None:
+        return x if (0, 0) in pairs else np.zeros_like(x)
+    if any(len(g) != 1 for g in groups):
+        raise UnsupportedError(f"HLO evaluator: %{instr.name} ({instr.opcode} over groups "
+                               f"{groups}) needs several devices: use evaluate_spmd")
+    return _collective(instr, [x])[0]
+
+
+for _op in ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute"):
+    evaluate_rules[_op] = _single_device_collective
+evaluate_rules["partition-id"] = lambda instr: np.asarray(0, np.uint32)
+NON_ARITHMETIC |= {"all-gather", "all-to-all", "collective-permute", "partition-id"}

@@ -262,6 +262,9 @@ class HloModule:
             c.root = instrs[comp.root]
             comps[comp] = c
         new.entry = comps[self.entry]
+        for attr in ("num_partitions", "spmd_global_shapes"):  # (set by the SPMD passes)
+            if hasattr(self, attr):
+                setattr(new, attr, getattr(self, attr))
         return new
 
     def to_string(self, print_metadata: bool = False, print_large_constants: bool = False) -> str:

@@ -207,6 +207,9 @@ def parse(text: str) -> HloModule:
     if not lines or not lines[0][1].startswith("HloModule "):
         raise HloParseError("HLO text must start with 'HloModule <name>'")
     module = HloModule(lines[0][1].split()[1].rstrip(","))
+    partitions = re.search(r"num_partitions=(\d+)", lines[0][1])
+    if partitions:
+        module.num_partitions = int(partitions.group(1))
     computations: dict[str, HloComputation] = {}
     pending_calls = []  # (instr, [computation names]) resolved once every computation is read
     comp = None

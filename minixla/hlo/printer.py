@@ -122,7 +122,10 @@ def print_module(module, print_metadata=False, print_large_constants=False) -> s
     """The module's text. ``print_large_constants`` prints every constant's values instead of
     ``{...}`` for those over ``MAX_PRINTED_CONSTANT`` elements (dumps use it, so the text parses
     back to the same program)."""
-    parts = [f"HloModule {module.name}", ""]
+    header = f"HloModule {module.name}"
+    if getattr(module, "num_partitions", 1) > 1:  # an SPMD program, as XLA's header says it
+        header += f", num_partitions={module.num_partitions}"
+    parts = [header, ""]
     for comp in module.computations:
         parts.append(print_computation(comp, comp is module.entry, print_metadata,
                                        print_large_constants))

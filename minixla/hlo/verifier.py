@@ -530,3 +530,74 @@ def _sort(instr):  # one result of a multi-operand sort (see minixla.hlo.lowerin
 
 
 shape_rules["sort"] = _sort
+
+
+# ---- collectives (the SPMD partitioner's per-device programs) ----------------------------
+
+def _replica_groups(instr):
+    groups = instr.attrs["replica_groups"]
+    _require(bool(groups) and all(len(g) == len(groups[0]) for g in groups),
+             f"'{instr.opcode}' replica_groups {groups} must be non-empty and of one size")
+    flat = [d for g in groups for d in g]
+    _require(len(set(flat)) == len(flat), f"'{instr.opcode}' replica_groups {groups} repeat a device")
+    return len(groups[0])
+
+
+def _collective_dim(instr, x):
+    (d,) = instr.attrs["dimensions"]
+    _require(0 <= d < x.rank, f"'{instr.opcode}' dimension {d} out of range for {x}")
+    return d
+
+
+def _all_reduce(instr):
+    _operand_count(instr, 1)
+    x = _array(instr.operands[0])
+    _replica_groups(instr)
+    _require(len(instr.called) == 1, "all-reduce needs one to_apply computation")
+    _scalar_region(instr, instr.called[0], x.dtype)
+    return x
+
+
+def _all_gather(instr):
+    _operand_count(instr, 1)
+    x = _array(instr.operands[0])
+    g, d = _replica_groups(instr), _collective_dim(instr, x)
+    return Shape(x.dtype, tuple(n * g if i == d else n for i, n in enumerate(x.dims)))
+
+
+def _reduce_scatter(instr):
+    _operand_count(instr, 1)
+    x = _array(instr.operands[0])
+    g, d = _replica_groups(instr), _collective_dim(instr, x)
+    _require(x.dims[d] % g == 0, f"reduce-scatter of {x} along dim {d} over groups of {g}: not divisible")
+    _scalar_region(instr, instr.called[0], x.dtype)
+    return Shape(x.dtype, tuple(n // g if i == d else n for i, n in enumerate(x.dims)))
+
+
+def _all_to_all(instr):
+    _operand_count(instr, 1)
+    x = _array(instr.operands[0])
+    g, d = _replica_groups(instr), _collective_dim(instr, x)
+    _require(x.dims[d] % g == 0, f"all-to-all of {x} along dim {d} over groups of {g}: not divisible")
+    return x
+
+
+def _collective_permute(instr):
+    _operand_count(instr, 1)
+    pairs = instr.attrs["source_target_pairs"]
+    targets = [t for _, t in pairs]
+    _require(len(set(targets)) == len(targets), f"collective-permute pairs {pairs} repeat a target")
+    return _array(instr.operands[0])
+
+
+def _partition_id(instr):
+    _operand_count(instr, 0)
+    return Shape(np.dtype(np.uint32), ())
+
+
+shape_rules["all-reduce"] = _all_reduce
+shape_rules["all-gather"] = _all_gather
+shape_rules["reduce-scatter"] = _reduce_scatter
+shape_rules["all-to-all"] = _all_to_all
+shape_rules["collective-permute"] = _collective_permute
+shape_rules["partition-id"] = _partition_id
