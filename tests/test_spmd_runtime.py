@@ -284,3 +284,26 @@ def test_mesh_layout_maps_groups_to_sub_axes():
     assert _groups_along((2, 2), (1,)) == {(0, 1), (2, 3)}
     assert _groups_along((2, 2), (0,)) == {(0, 2), (1, 3)}
     assert _groups_along((2, 2, 2), (0, 2)) == {(0, 1, 4, 5), (2, 3, 6, 7)}
+
+
+def test_xla_collectives_parser_reads_xla_hlo_text():
+    """``benchmarks.spmd.xla_collectives`` on XLA's forms: a combined tuple all-reduce with
+    mesh-axes groups and ``/*index=*/`` comments, iota groups, explicit pairs."""
+    from benchmarks.spmd import xla_collectives
+    text = """
+  %all-reduce.7 = (f32[256]{0}, f32[64,256]{1,0}, /*index=2*/f32[]) all-reduce(%a, %b, %c), channel_id=1, replica_groups=mesh['axis_0'=8,'axis_1'=1] {'axis_0'}, use_global_device_ids=true, to_apply=%region_0
+  %ag = f32[8,4]{1,0} all-gather(f32[2,4]{1,0} %x), replica_groups=[2,4]<=[4,2]T(1,0), dimensions={0}
+  %rs = f32[2,4]{1,0} reduce-scatter(f32[8,4]{1,0} %x), replica_groups={{0,1,2,3},{4,5,6,7}}, dimensions={0}, to_apply=%add
+  %ags = (f32[2]{0}, f32[4]{0}) all-gather-start(f32[2]{0} %y), replica_groups={{0,1},{2,3},{4,5},{6,7}}, dimensions={0}
+  %agd = f32[4]{0} all-gather-done(%ags)
+  ROOT %cp = f32[4]{0} collective-permute(f32[4]{0} %x), source_target_pairs={{0,1},{1,0}}
+"""
+    got = xla_collectives(text, 8)
+    assert [c["opcode"] for c in got] == ["all-reduce", "all-gather", "reduce-scatter", "all-gather",
+                                          "collective-permute"]
+    ar, ag, rs, ags, cp = got
+    assert ar["groups"] == (tuple(range(8)),) and ar["bytes"] == 2 * 7 / 8 * (256 + 64 * 256 + 1) * 4
+    assert ag["groups"] == ((0, 2, 4, 6), (1, 3, 5, 7)) and ag["bytes"] == 3 / 4 * 128
+    assert rs["group_size"] == 4 and rs["bytes"] == 3 / 4 * 128
+    assert ags["shape"] == "f32[4]" and ags["bytes"] == 1 / 2 * 16
+    assert cp["pairs"] == ((0, 1), (1, 0)) and cp["bytes"] == 16
