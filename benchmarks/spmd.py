@@ -30,7 +30,8 @@ reduce-scatter ``(g-1)/g`` of its operand, all-to-all ``(g-1)/g`` of its buffer,
 collective-permute its buffer.
 
 **Timing.** A data-parallel gradient ``g = x^T tanh(x w)`` (batch 2048, 256x256 weights):
-one device on the whole batch (``minixla.jit``) against the per-device program (the same on a
+one device on the whole batch (``minixla.jit``, its kernels split over the thread pool; and
+the same program on one thread, as one virtual device) against the per-device program (the same on a
 batch shard, plus an ``all-reduce`` of ``g``) on 2 and 8 virtual devices (``run_llvm``), and a
 lone 4-element all-reduce (the cost of the two barriers). Medians of interleaved calls in one
 process. Virtual devices are threads of one process: on a host with fewer cores than devices
@@ -348,7 +349,8 @@ def timing_report(out: dict, rounds: int = 3) -> None:
     w = (rng.standard_normal((d, d)) * d ** -0.5).astype(F32)
     one = minixla.jit(grad)
     one(x, w)
-    runs = {"1 device": lambda: one(x, w)}
+    single = compile_llvm(minixla.jit(grad).lower(x, w).compile().hlo_module.clone(), 1)  # num_threads=1
+    runs = {"1 device": lambda: one(x, w), "1 device, 1 thread": lambda: single([[x, w]])}
     meshes = {}
     for n in (2, NUM_DEVICES):
         local = x[: batch // n]

@@ -6,8 +6,8 @@ The per-device program is compiled once (``compile_module(..., num_partitions=n)
 ``d`` gets its own execution context of that executable -- a pointer table and an arena of
 temporaries -- whose table also holds the address of the shared mesh struct and the number
 ``d`` (``partition-id`` reads it). Each device runs the program's steps on a thread of its
-own (``ctypes`` releases the GIL, so they run in parallel); the collectives meet in the mesh
-(``steps.py``).
+own (``ctypes`` releases the GIL, so they run in parallel; the threads start with the first
+call and wait for the next); the collectives meet in the mesh (``steps.py``).
 
 Never hangs: the caller waits at most ``timeout_s`` for the devices. Past it (a device that
 never reaches a collective the others wait at), or as soon as one device fails (a bad
@@ -17,6 +17,7 @@ raises ``CollectiveError`` naming the collective and the devices waiting at it.
 """
 from __future__ import annotations
 
+import queue
 import threading
 import time
 
@@ -42,17 +43,29 @@ class SpmdExecutable:
     dtypes); the result is a list, per device, of that device's outputs (one per root value).
 
     Calls are serialized (one mesh struct and one context per device, reused by every call).
+    ``num_partitions``: None takes ``module.num_partitions`` (set by the partitioner).
     ``timeout_s``: how long a call waits for the devices before aborting the mesh.
     ``num_threads``: threads each device splits its big kernels over (default 1: a device
-    is one thread, like one core).
+    is one thread, like one core). ``optimize``: run ``minixla.jit``'s pass pipeline (fusion,
+    simplification...) on a copy of ``module`` first; collectives and ``partition-id`` are
+    never fused.
     """
 
-    def __init__(self, module, num_partitions: int, *, timeout_s: float = DEFAULT_TIMEOUT_S,
-                 num_threads: int = 1, assignment=None):
+    def __init__(self, module, num_partitions: int | None = None, *, timeout_s: float = DEFAULT_TIMEOUT_S,
+                 num_threads: int = 1, optimize: bool = False, assignment=None):
         from minixla.backends.llvm.executable import compile_module
         from minixla.passes.buffer_assignment import assign_buffers
+        if num_partitions is None:
+            num_partitions = getattr(module, "num_partitions", None)
+            if num_partitions is None:
+                raise TypeError("num_partitions is not given and the module has no num_partitions")
         if int(num_partitions) < 1:
             raise ValueError(f"num_partitions must be >= 1, got {num_partitions}")
+        if optimize:
+            from minixla.jit import optimization_pipeline  # (jit.py wires the passes)
+            module = module.clone()
+            optimization_pipeline().run(module)
+            assignment = None
         self.module = module
         self.num_partitions = n = int(num_partitions)
         self.timeout_s = float(timeout_s)
@@ -72,6 +85,8 @@ class SpmdExecutable:
                 table[slots[S.DEVICE_KEY]] = d
             self._contexts.append((table, arena, addr))
         self._lock = threading.Lock()
+        self._threads = None  # one per device, started by the first call
+        self._broken = False
 
     def _where(self, tag: int) -> str:
         """The barrier a device's ``tag`` names (see ``steps.py``: 2*index + phase + 1)."""
@@ -87,6 +102,8 @@ class SpmdExecutable:
         if len(per_device_args) != n:
             raise TypeError(f"expected the arguments of {n} devices, got {len(per_device_args)}")
         with self._lock:
+            if self._broken:  # pragma: no cover
+                raise CollectiveError("this virtual mesh has a device that never returned")
             return self._call(per_device_args)
 
     def _call(self, per_device_args):
@@ -95,6 +112,8 @@ class SpmdExecutable:
         results: list = [None] * n
         errors: dict = {}
         done = [False] * n
+        all_done = threading.Event()
+        count_lock = threading.Lock()
         stop = lambda: mesh[S.ABORT] != 0  # noqa: E731
 
         def device(d):
@@ -105,24 +124,24 @@ class SpmdExecutable:
                 errors[d] = e
                 mesh[S.ABORT] = _ABORT_ERROR  # release the others
             finally:
-                done[d] = True
+                with count_lock:
+                    done[d] = True
+                    if all(done):
+                        all_done.set()
 
-        if n == 1:
+        if n == 1:  # (no barrier to wait at: run it here)
             device(0)
         else:
-            threads = [threading.Thread(target=device, args=(d,), daemon=True, name=f"minixla-device-{d}")
-                       for d in range(n)]
-            for t in threads:
-                t.start()
-            deadline = time.monotonic() + self.timeout_s
-            for t in threads:
-                t.join(max(0.0, deadline - time.monotonic()))
-            if any(t.is_alive() for t in threads):
+            if self._threads is None:
+                self._threads = _DeviceThreads(n)
+            for d in range(n):
+                self._threads.queues[d].put((lambda d: lambda: device(d))(d))
+            if not all_done.wait(self.timeout_s):
                 waiting = {d: int(mesh[S.RECORDS + S.RECORD_WORDS * d + S.TAG]) for d in range(n)}
                 finished = list(done)
                 mesh[S.ABORT] = _ABORT_TIMEOUT
-                for t in threads:
-                    t.join(5.0)
+                if not all_done.wait(5.0):  # pragma: no cover - a device stuck outside a barrier
+                    self._broken = True
                 raise CollectiveError(self._timeout_message(waiting, finished))
         if errors:
             d = min(errors)
@@ -144,7 +163,29 @@ class SpmdExecutable:
                 f"({'; '.join(parts)}); the mesh was aborted")
 
 
-def compile_llvm(module, num_partitions: int, **options) -> SpmdExecutable:
+class _DeviceThreads:
+    """One daemon thread per virtual device, reused by every call (starting 8 threads a call
+    would cost more than a small program's run)."""
+
+    def __init__(self, n: int):
+        self.queues = [queue.SimpleQueue() for _ in range(n)]
+        for d, q in enumerate(self.queues):
+            threading.Thread(target=_device_loop, args=(q,), daemon=True, name=f"minixla-device-{d}").start()
+
+    def __del__(self):  # the threads hold only their queues: stop them with the mesh
+        for q in self.queues:
+            q.put(None)
+
+
+def _device_loop(q):
+    while True:
+        job = q.get()
+        if job is None:
+            return
+        job()
+
+
+def compile_llvm(module, num_partitions: int | None = None, **options) -> SpmdExecutable:
     """Compile per-device HloModule ``module`` for ``num_partitions`` virtual devices (see
     ``SpmdExecutable`` for ``options``). Raises ``ValueError`` for replica groups or
     source-target pairs that do not fit the mesh, ``UnsupportedError`` for what the LLVM
@@ -152,7 +193,7 @@ def compile_llvm(module, num_partitions: int, **options) -> SpmdExecutable:
     return SpmdExecutable(module, num_partitions, **options)
 
 
-def run_llvm(module, num_partitions: int, per_device_args, **options) -> list:
+def run_llvm(module, num_partitions: int | None, per_device_args, **options) -> list:
     """Compile ``module`` for a mesh of ``num_partitions`` virtual devices and run it once:
     ``per_device_args[d]`` are device ``d``'s arguments; returns, per device, its list of
     outputs. Like XLA's SPMD execution: every device runs the same program on its own
