@@ -238,3 +238,11 @@ def run_shard_map(module, mesh, per_device_args) -> list:
     """Run per-device ``module`` once under ``jax.shard_map`` (see ``compile_shard_map``):
     ``per_device_args[d]`` are partition ``d``'s arguments; returns, per partition, its outputs."""
     return compile_shard_map(module, mesh)(per_device_args)
+
+
+def shard_map_executor(module, num_partitions: int):
+    """An executor for ``minixla.sharding.spmd_jit`` running under ``jax.shard_map`` on the
+    first ``num_partitions`` JAX devices (root values per device, as ``llvm_executor``)."""
+    exe = compile_shard_map(module, num_partitions)
+    tuple_root = module.entry.root.opcode == "tuple"
+    return lambda per_device: [tuple(outs) if tuple_root else outs[0] for outs in exe(per_device)]

@@ -199,3 +199,12 @@ def run_llvm(module, num_partitions: int | None, per_device_args, **options) -> 
     outputs. Like XLA's SPMD execution: every device runs the same program on its own
     shard; ``partition-id`` is the device number."""
     return compile_llvm(module, num_partitions, **options)(per_device_args)
+
+
+def llvm_executor(module, num_partitions: int):
+    """An executor for ``minixla.sharding.spmd_jit`` (``executor(module, n)`` -> a function
+    of the per-device argument lists): the virtual LLVM mesh, optimized, returning per device
+    the root value as the HLO evaluator's ``evaluate_spmd`` does (a tuple for a tuple root)."""
+    exe = compile_llvm(module, num_partitions, optimize=True)
+    tuple_root = module.entry.root.opcode == "tuple"
+    return lambda per_device: [tuple(outs) if tuple_root else outs[0] for outs in exe(per_device)]
