@@ -214,7 +214,9 @@ def test_mesh_never_hangs_and_errors_name_the_collective():
     with pytest.raises(TypeError, match="device 1: argument 0"):
         exe([[v], [np.ones(3, np.float32)]])
     with pytest.raises(ValueError, match="must list every partition 0..3"):
-        compile_llvm(parse(_DIVERGENT.replace("{{0,1}}", "{{0,1},{2}}")), 4)
+        compile_llvm(parse(_DIVERGENT.replace("{{0,1}}", "{{0,1},{2,2}}")), 4)
+    with pytest.raises(ValueError, match="must all have the same size"):
+        compile_llvm(parse(_DIVERGENT.replace("{{0,1}}", "{{0,1,2},{3}}")), 4)
     with pytest.raises(ValueError, match="receives from both"):
         run_llvm(parse("""HloModule p
 
@@ -342,3 +344,41 @@ ENTRY %main (x: f32[8]) -> f32[8] {
     for d in range(3):
         np.testing.assert_allclose(got[d][0], want, rtol=1e-6)
     np.testing.assert_array_equal(got[0][0], got[2][0])  # every device: the same bits
+
+
+def test_collectives_over_dtypes_and_reducers():
+    """One program: all-reduce and reduce-scatter of f64 (add), bf16 (add), f16 (maximum),
+    s8 (multiply, wrapping), u8 (minimum), pred (and / or) on 4 virtual devices."""
+    import ml_dtypes
+    cases = [("f64", "add", np.float64, np.add), ("bf16", "add", ml_dtypes.bfloat16, np.add),
+             ("f16", "maximum", np.float16, np.maximum), ("s8", "multiply", np.int8, np.multiply),
+             ("u8", "minimum", np.uint8, np.minimum), ("pred", "and", np.bool_, np.logical_and),
+             ("pred", "or", np.bool_, np.logical_or)]
+    comps, params, body, roots, shapes = [], [], [], [], []
+    for k, (t, op, _, _) in enumerate(cases):
+        comps.append(f"%r{k} (a{k}: {t}[], b{k}: {t}[]) -> {t}[] {{\n  %a{k} = {t}[] parameter(0)\n"
+                     f"  %b{k} = {t}[] parameter(1)\n  ROOT %s{k} = {t}[] {op}(%a{k}, %b{k})\n}}\n")
+        params.append(f"x{k}: {t}[6,4]")
+        body.append(f"  %x{k} = {t}[6,4]{{1,0}} parameter({k})\n"
+                    f"  %ar{k} = {t}[6,4]{{1,0}} all-reduce(%x{k}), replica_groups={{{{0,1,2,3}}}}, to_apply=%r{k}\n"
+                    f"  %rs{k} = {t}[6,2]{{1,0}} reduce-scatter(%x{k}), replica_groups={{{{0,1}},{{2,3}}}}, "
+                    f"dimensions={{1}}, to_apply=%r{k}\n")
+        roots += [f"%ar{k}", f"%rs{k}"]
+        shapes += [f"{t}[6,4]", f"{t}[6,2]"]
+    text = ("HloModule dtypes\n\n" + "\n".join(comps) + f"\nENTRY %main ({', '.join(params)}) -> "
+            f"({', '.join(shapes)}) {{\n" + "".join(body) + f"  ROOT %t = ({', '.join(shapes)}) "
+            f"tuple({', '.join(roots)})\n}}\n")
+    rng = np.random.default_rng(3)
+    xs = [[(rng.integers(0, 2, (6, 4)) if dt == np.bool_ else rng.integers(1, 40, (6, 4))).astype(dt)
+            for _, _, dt, _ in cases] for _ in range(4)]
+    got = run_llvm(parse(text), 4, xs)
+    for k, (_, _, dt, f) in enumerate(cases):
+        def red(devs):
+            acc = xs[devs[0]][k]
+            for d in devs[1:]:
+                acc = f(acc, xs[d][k]).astype(dt)
+            return acc
+        for d in range(4):
+            np.testing.assert_array_equal(got[d][2 * k], red([0, 1, 2, 3]), err_msg=f"{cases[k]} device {d}")
+            pair = [0, 1] if d < 2 else [2, 3]
+            np.testing.assert_array_equal(got[d][2 * k + 1], red(pair)[:, 2 * (d % 2):2 * (d % 2) + 2])

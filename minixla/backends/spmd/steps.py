@@ -91,6 +91,9 @@ def replica_groups(instr, num_partitions: int) -> tuple:
     groups = tuple(tuple(g) for g in instr.attrs.get("replica_groups", ()))
     if not groups or groups == ((),):
         return (tuple(range(num_partitions)),)
+    if len({len(g) for g in groups}) != 1:
+        raise ValueError(f"{instr.opcode} %{instr.name}: replica_groups={_fmt(groups)} must all have the "
+                         "same size")
     flat = sorted(d for g in groups for d in g)
     if flat != list(range(num_partitions)):
         raise ValueError(f"{instr.opcode} %{instr.name}: replica_groups={_fmt(groups)} must list every "
