@@ -183,6 +183,7 @@ def _device_loop(q):
         if job is None:
             return
         job()
+        del job  # (a finished job must not keep its executable alive)
 
 
 def compile_llvm(module, num_partitions: int | None = None, **options) -> SpmdExecutable:
