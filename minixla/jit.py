@@ -147,6 +147,11 @@ class Lowered:
         """Run the pass pipeline, assign buffers and generate code for the backend."""
         t0 = time.perf_counter()
         module = self.hlo_module.clone()
+        if self.backend == "llvm":
+            # one device, no partitioner: the constraints go (XLA's ShardingRemover); the
+            # parameters' and root's annotations stay in the text
+            from minixla.passes.sharding_remover import ShardingRemover
+            ShardingRemover().run(module)
         kernels_unfused = count_kernels(module)
         dumper = Dumper(module.name)
         check = verify_enabled()
@@ -291,6 +296,8 @@ class Compiled:
         found this executable under their avals): only conversions are left to do."""
         if self.lowered.donated:
             return self.executable(*self._check_args(flat))
+        if getattr(self.executable, "takes_device_arrays", False):  # (a sharded jax-backend program)
+            return self.executable(*flat)
         arrays = [x if type(x) is np.ndarray and x.dtype == aval.dtype and x.flags.c_contiguous
                   else np.asarray(x, dtype=aval.dtype, order="C") for x, aval in zip(flat, self.in_avals)]
         run = getattr(self.executable, "call_trusted", None)
@@ -308,7 +315,11 @@ class Jitted:
     """The object ``minixla.jit(f)`` returns: callable, with ``.lower(*args)`` like ``jax.jit``."""
 
     def __init__(self, fun, backend: str = "llvm", donate_argnums=(), static_argnums=(), static_argnames=(),
-                 frontend=None):
+                 frontend=None, in_shardings=None, out_shardings=None):
+        from minixla.sharding.api import UNSPECIFIED
+        # (None given explicitly is JAX's "unconstrained", the same as not given)
+        self.in_shardings = UNSPECIFIED if in_shardings is None else in_shardings
+        self.out_shardings = UNSPECIFIED if out_shardings is None else out_shardings
         if backend not in BACKENDS:
             raise ValueError(f"unknown backend {backend!r}; choose one of {BACKENDS}")
         if frontend not in FRONTENDS:
@@ -412,11 +423,30 @@ class Jitted:
         t1 = time.perf_counter()
         name = f"jit_{getattr(self.fun, '__name__', 'fn')}".replace("<", "").replace(">", "")
         module = lower_jaxpr(closed, name=name)
+        if self.in_shardings is not _NO_SHARDING or self.out_shardings is not _NO_SHARDING:
+            self._annotate(module, args, dyn_args, dyn_kwargs, out_store[-1])
         lowered = Lowered(closed, module, in_tree, out_store[-1], in_avals, self.backend)
         lowered.donated = _donated_leaves(dyn_args, self._dynamic_donations(args))
         lowered.trace_ms = (t1 - t0) * 1e3
         lowered.lower_ms = (time.perf_counter() - t1) * 1e3
         return lowered
+
+    def _annotate(self, module, args, dyn_args, dyn_kwargs, out_tree):
+        """``in_shardings``/``out_shardings`` onto the lowered module (``minixla.sharding.api``),
+        errors naming the argument and the user's line."""
+        from minixla.sharding.api import ShardingError, annotate_module
+        try:
+            names = list(inspect.signature(self.fun).parameters)
+        except (TypeError, ValueError):
+            names = []
+        n = len(args)
+        static_pos = {i % n for i in self.static_argnums if -n <= i < n}
+        names = [nm for i, nm in enumerate(names[:n]) if i not in static_pos] + names[n:]
+        try:
+            annotate_module(module, self.in_shardings, self.out_shardings, dyn_args, names, out_tree,
+                            self.backend, bool(dyn_kwargs))
+        except ShardingError as e:
+            raise ShardingError(f"{e.args[0]}\n  at: {errors.user_source_line()}") from None
 
     def _trace(self, flat_fun, in_avals):
         """The jaxpr of ``flat_fun``, traced by the front end ``frontend=`` names. With the
@@ -626,6 +656,9 @@ class BoundJitted:
         return f"<bound jitted method {getattr(self.__func__, '__qualname__', '?')} of {self.__self__!r}>"
 
 
+#: "in_shardings/out_shardings not given" (``minixla.sharding.api.UNSPECIFIED``)
+from minixla.sharding.api import UNSPECIFIED as _NO_SHARDING  # noqa: E402
+
 #: signature descriptions kept per function for the diagnostics
 _HISTORY = 256
 #: stamps the last use of a compiled signature (``next`` of an itertools.count is atomic)
@@ -677,7 +710,7 @@ def _donated_leaves(args, donate_argnums) -> tuple:
 
 
 def jit(fun=None, *, backend: str = "llvm", donate_argnums=(), static_argnums=(), static_argnames=(),
-        frontend=None):
+        frontend=None, in_shardings=None, out_shardings=None):
     """Compile ``fun`` with minixla (``jax.jit``'s counterpart).
 
     Args:
@@ -699,8 +732,22 @@ def jit(fun=None, *, backend: str = "llvm", donate_argnums=(), static_argnums=()
         inside too), whose jaxpr ``minixla.import_jaxpr`` imports; ``"minixla"`` -- minixla's tracer
         only; ``None`` (default) -- minixla's tracer, switching to ``"jax"`` (with a warning on the
         ``minixla.jit`` logger) when ``fun`` calls a JAX function on a traced value.
+      in_shardings, out_shardings: how arguments and results are laid out over a mesh of
+        devices, as ``jax.jit``'s: a ``jax.sharding.NamedSharding(mesh, PartitionSpec(...))``
+        (or a bare ``PartitionSpec`` under ``jax.set_mesh(mesh)``) for every array, ``None``
+        (unconstrained), or a tree prefix of the positional arguments tuple / of the output.
+        Each becomes an ``HloSharding`` on the entry parameter / root (``sharding={devices=
+        [2,1]0,1}`` in the HLO text). With ``backend="jax"`` the optimized HLO runs on the mesh's
+        devices under ``jax.jit(in_shardings=..., out_shardings=...)`` (XLA's SPMD partitioner
+        splits it) and returns ``jax.Array`` s carrying the output shardings; the ``llvm``
+        backend runs one device and keeps the annotations in the HLO. Errors
+        (``ShardingError``, a ValueError, naming the argument's pytree path and the mesh axis):
+        a spec longer than the rank, an unknown mesh axis, a dimension its mesh axes do not
+        divide, a mesh naming a device twice or an ``AbstractMesh`` to run on, a tree that does
+        not match the arguments, keyword arguments with ``in_shardings``.
     Returns:
-      A ``Jitted`` callable returning numpy arrays; ``.lower(*args)`` gives the staged API. In a
+      A ``Jitted`` callable returning numpy arrays (``jax.Array`` s for a sharded ``jax``-backend
+      program); ``.lower(*args)`` gives the staged API. In a
       class body it is a method, as with ``jax.jit``: ``@functools.partial(jit, static_argnums=0)``
       makes ``self`` static. ``jit.optimization_pipeline()`` is the pass pipeline ``compile()`` runs.
     Raises:
@@ -711,8 +758,9 @@ def jit(fun=None, *, backend: str = "llvm", donate_argnums=(), static_argnums=()
     if fun is None:
         return functools.partial(jit, backend=backend, donate_argnums=donate_argnums,
                                  static_argnums=static_argnums, static_argnames=static_argnames,
-                                 frontend=frontend)
-    return Jitted(fun, backend, donate_argnums, static_argnums, static_argnames, frontend)
+                                 frontend=frontend, in_shardings=in_shardings, out_shardings=out_shardings)
+    return Jitted(fun, backend, donate_argnums, static_argnums, static_argnames, frontend,
+                  in_shardings, out_shardings)
 
 
 # The README's ``minixla.jit.optimization_pipeline()``: ``minixla.jit`` is this function (it
