@@ -27,6 +27,7 @@ import threading
 import time
 
 import numpy as np
+from jax import Array as _JaxArray
 from jax import tree_util
 
 from minixla import cache as persistent_cache
@@ -289,6 +290,15 @@ class Compiled:
         return arrays
 
     def call_flat(self, flat):
+        if getattr(self.executable, "takes_device_arrays", False) and not self.lowered.donated:
+            # (a sharded jax-backend program: jax.Arrays stay on their devices)
+            if len(flat) != len(self.in_avals):
+                raise TypeError(f"compiled function expects {len(self.in_avals)} array arguments, got {len(flat)}")
+            for i, (x, aval) in enumerate(zip(flat, self.in_avals)):
+                got = get_aval(x)
+                if got.shape != aval.shape or got.dtype != aval.dtype:
+                    raise TypeError(f"argument {i}: compiled for {aval.str_short()}, called with {got.str_short()}")
+            return self.executable(*flat)
         return self.executable(*self._check_args(flat))
 
     def _call_matching(self, flat):
@@ -679,6 +689,10 @@ def _signature(x):
         return (x.shape, x.dtype)
     if isinstance(x, Tracer):
         raise _Inline
+    if isinstance(x, _JaxArray) and not getattr(x, "weak_type", False):
+        # (the key of a numpy array of its aval: a jax.Array result fed back -- a training
+        # step's parameters -- finds the executable its numpy first call compiled)
+        return (tuple(x.shape), np.dtype(x.dtype))
     return get_aval(x)
 
 

@@ -126,7 +126,19 @@ def main():
     out["vmap_constraint"] = close(fv(xb), np.sin(xb)) and (
         "sharding={devices=[1,2,1,4]" in fv.lower(xb).as_text())
 
-    # the digits-CNN-sized case is examples/digits_cnn.py --devices 8 (its own test)
+    # device_put checks divisibility as JAX does
+    try:
+        minixla.device_put(np.ones((6, 4), np.float32), ns("y"))
+        out["device_put_error"] = False
+    except ValueError as e:
+        out["device_put_error"] = "device_put of x: PartitionSpec P('y',) splits array dimension 0 (size 6" in str(e)
+
+    # examples/digits_cnn.py --devices 8, a few small steps: the data-parallel loss curve
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples"))
+    import digits_cnn
+    cnn = digits_cnn.run_data_parallel(8, steps=6, batch=32, verbose=False)
+    out["cnn_devices"] = cnn["devices"] == 8
+    out["cnn_loss_curve_equal"] = cnn["max_rel_loss_diff"] <= 1e-5
     print(json.dumps(out))
 
 

@@ -33,7 +33,8 @@ def ns(*spec):
 
 def test_multi_device_checks_in_a_subprocess():
     """8 host devices: 1-D and 2x4 meshes, MLP forward and grad step, out_shardings honoured,
-    constraints inside, device_put; every value equal to the one-device run."""
+    constraints inside, device_put, and the digits CNN trained data-parallel
+    (``examples/digits_cnn.py --devices 8``, a few steps); every value equal to the one-device run."""
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8",
                PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     r = subprocess.run([sys.executable, str(ROOT / "tests" / "sharding_checks.py")], env=env,
