@@ -133,8 +133,18 @@ def main():
     except ValueError as e:
         out["device_put_error"] = "device_put of x: PartitionSpec P('y',) splits array dimension 0 (size 6" in str(e)
 
+    # the README's example, as written
+    import re
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    readme = open(os.path.join(root, "README.md")).read()
+    section = readme.split("## Sharding and multiple devices", 1)[1].split("\n## ", 1)[0]
+    scope = {}
+    exec(re.findall(r"```python\n(.*?)```", section, re.S)[0], scope)
+    ref = minixla.jit(minixla.grad(scope["loss"]))({"w": scope["w"]}, scope["x"], scope["y"])
+    out["readme_example"] = close(scope["g"]["w"], ref["w"]) and same_sharding(scope["g"]["w"], scope["replicated"])
+
     # examples/digits_cnn.py --devices 8, a few small steps: the data-parallel loss curve
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples"))
+    sys.path.insert(0, os.path.join(root, "examples"))
     import digits_cnn
     cnn = digits_cnn.run_data_parallel(8, steps=6, batch=32, verbose=False)
     out["cnn_devices"] = cnn["devices"] == 8
