@@ -142,6 +142,16 @@ def test_errors_name_the_argument_and_the_axis():
         minixla.jit(lambda a: minixla.lax.with_sharding_constraint(a, ns("y")))(x6), x6)
 
 
+def test_jax_front_end_keeps_a_constraint():
+    """A function written with jax.lax.with_sharding_constraint, traced by JAX and imported."""
+    mesh = Mesh(np.array(jax.devices()[:1]), ("x",))
+    fn = lambda a: jax.lax.with_sharding_constraint(jax.numpy.sin(a), NamedSharding(mesh, P("x")))
+    x = np.linspace(-1, 1, 8, dtype=np.float32)
+    f = minixla.jit(fn, frontend="jax", backend="jax")
+    assert 'custom_call_target="Sharding", sharding={replicated}' in f.lower(x).as_text()
+    np.testing.assert_array_equal(f(x), np.asarray(jax.jit(fn)(x)))
+
+
 def test_device_put_one_device():
     d = jax.devices()[0]
     s = NamedSharding(Mesh(np.array([d]), ("b",)), P("b"))
