@@ -75,6 +75,10 @@ def test_hlo_shows_shardings_and_the_passes_keep_them():
     j = minixla.jit(_f, backend="jax")
     assert 'custom_call_target="Sharding"' in j.lower(x, x).compile().as_text()
     np.testing.assert_array_equal(j(x, x), (x * 3.0).sum(0))
+    # nor is a constraint folded with a constant operand, or lost on a parameter
+    wsc = minixla.lax.with_sharding_constraint
+    k = minixla.jit(lambda a: (wsc(a, ns("x")) * 2.0, wsc(mnp.arange(8.0), ns("y"))), backend="jax")
+    assert k.lower(x).compile().as_text().count('custom_call_target="Sharding"') == 2
 
 
 def test_constraint_transformations_follow_jax():
