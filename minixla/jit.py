@@ -758,7 +758,8 @@ def jit(fun=None, *, backend: str = "llvm", donate_argnums=(), static_argnums=()
         (``ShardingError``, a ValueError, naming the argument's pytree path and the mesh axis):
         a spec longer than the rank, an unknown mesh axis, a dimension its mesh axes do not
         divide, a mesh naming a device twice or an ``AbstractMesh`` to run on, a tree that does
-        not match the arguments, keyword arguments with ``in_shardings``.
+        not match the arguments, keyword arguments with ``in_shardings``; at a call, a committed
+        ``jax.Array`` laid out otherwise than its ``in_shardings`` (as ``jax.jit``).
     Returns:
       A ``Jitted`` callable returning numpy arrays (``jax.Array`` s for a sharded ``jax``-backend
       program); ``.lower(*args)`` gives the staged API. In a

@@ -80,6 +80,13 @@ def main():
     out["device_put_sharding"] = same_sharding(xs, batch)
     out["device_array_argument"] = close(f(params, xs), ref_fwd)
 
+    # a committed array laid out otherwise is an error, as in jax.jit
+    try:
+        f(params, minixla.device_put(x, repl))
+        out["committed_mismatch_error"] = False
+    except ValueError as e:
+        out["committed_mismatch_error"] = "does not match the sharding on the respective arg" in str(e)
+
     # 2-D mesh 2x4: batch over "x", the hidden dim over "y" (model parallel), constraints inside.
     mesh2 = Mesh(devices.reshape(2, 4), ("x", "y"))
     ns = lambda *spec: NamedSharding(mesh2, P(*spec))

@@ -196,13 +196,24 @@ class JaxExecutable:
         self.compile_ms = (time.perf_counter() - t0) * 1e3
         #: the shardings XLA compiled each argument for (None for a one-device program)
         self.input_shardings = list(self._compiled.input_shardings[0])[:n] if devices is not None else None
+        self._specified = ["sharding" in p.attrs for p in entry.parameters]
 
     def __call__(self, *args):
         if self.input_shardings is None:
             return [np.asarray(x) for x in self._compiled(*args, *self._hidden)]
-        args = [a if isinstance(a, jax.Array) and a.sharding == s else jax.device_put(a, s)
-                for a, s in zip(args, self.input_shardings)]
-        return list(self._compiled(*args, *self._hidden))
+        placed = []
+        for k, (a, s) in enumerate(zip(args, self.input_shardings)):
+            if isinstance(a, jax.Array) and a.sharding.is_equivalent_to(s, a.ndim):
+                placed.append(a)
+                continue
+            if isinstance(a, jax.Array) and getattr(a, "_committed", False) and self._specified[k]:
+                from minixla.sharding.hlo_sharding import ShardingError
+                raise ShardingError(  # (as jax.jit: a committed array is not moved behind your back)
+                    f"Sharding passed to jit does not match the sharding on the respective arg: "
+                    f"flat argument {k} ({a.dtype}{list(a.shape)}) is laid out as {a.sharding}, the "
+                    f"program was compiled for {s} (jax.device_put it there first)")
+            placed.append(jax.device_put(a, s))  # (numpy, or an argument without in_shardings)
+        return list(self._compiled(*placed, *self._hidden))
 
 
 def _program_devices(module):
