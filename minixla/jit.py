@@ -525,7 +525,11 @@ class Jitted:
     def _call_nested(self, fun, dyn_args, dyn_kwargs):
         """jit inside a traced or transformed function (make_jaxpr, jit, grad, vmap): one `jit`
         equation carrying its jaxpr, inlined when lowered (JAX's pjit equation); a JAX function is
-        traced by JAX and its jaxpr interpreted on the outer trace's values."""
+        traced by JAX and its jaxpr interpreted on the outer trace's values. Its
+        ``in_shardings``/``out_shardings`` constrain its arguments and results there, as in JAX."""
+        if self.in_shardings is not _NO_SHARDING or self.out_shardings is not _NO_SHARDING:
+            from minixla.sharding.api import constrain_call
+            fun = constrain_call(fun, self.in_shardings, self.out_shardings)
         if self.frontend == "jax":
             from minixla.frontends.jax_importer import call_with_jax
             return call_with_jax(fun, dyn_args, dyn_kwargs)

@@ -146,6 +146,17 @@ def test_errors_name_the_argument_and_the_axis():
         minixla.jit(lambda a: minixla.lax.with_sharding_constraint(a, ns("y")))(x6), x6)
 
 
+def test_nested_jit_with_shardings_constrains_in_the_outer_trace():
+    """As a nested jax.jit: its shardings become constraints on its arguments and results."""
+    inner = minixla.jit(lambda a: mnp.sin(a) * 2.0, in_shardings=ns("x"), out_shardings=ns(None, "y"))
+    x = np.linspace(-1, 1, 32, dtype=np.float32).reshape(8, 4)
+    text = str(minixla.make_jaxpr(lambda a: inner(a) + 1.0)(x))
+    assert "spec=P('x',)" in text and "spec=P(None, 'y')" in text
+    g = minixla.grad(lambda a: mnp.sum(inner(a) ** 2))
+    assert str(minixla.make_jaxpr(g)(x)).count("sharding_constraint[") == 4  # and the cotangents'
+    np.testing.assert_allclose(g(x), 8.0 * np.sin(x) * np.cos(x), rtol=1e-5, atol=1e-6)
+
+
 def test_jax_front_end_keeps_a_constraint():
     """A function written with jax.lax.with_sharding_constraint, traced by JAX and imported."""
     mesh = Mesh(np.array(jax.devices()[:1]), ("x",))

@@ -439,3 +439,29 @@ class _Unspecified:
 
 
 UNSPECIFIED = _Unspecified()
+
+
+def constrain_call(fun, in_shardings, out_shardings):
+    """``fun`` with its positional arguments and its results passed through
+    ``with_sharding_constraint`` (``in_shardings``/``out_shardings`` prefixes; ``UNSPECIFIED`` or
+    a ``None`` leaf leaves them as they are): what a ``jit`` with shardings means inside another
+    trace (JAX's nested ``pjit``)."""
+    import functools
+
+    @functools.wraps(fun)
+    def constrained(*args, **kwargs):
+        from minixla.lax.sharding import with_sharding_constraint
+        if in_shardings is not UNSPECIFIED:
+            if kwargs:
+                raise ShardingError("jit does not support keyword arguments when in_shardings is "
+                                    "specified (as jax.jit): pass them positionally")
+            spec = tuple(in_shardings) if isinstance(in_shardings, (list, tuple)) else in_shardings
+            if isinstance(spec, tuple) and len(spec) != len(args):
+                flatten_shardings(spec, args, [])  # (raises the tree-prefix error)
+            args = with_sharding_constraint(tuple(args), spec)
+        out = fun(*args, **kwargs)
+        if out_shardings is not UNSPECIFIED:
+            spec = tuple(out_shardings) if isinstance(out_shardings, list) else out_shardings
+            out = with_sharding_constraint(out, spec)
+        return out
+    return constrained
