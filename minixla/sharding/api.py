@@ -9,6 +9,16 @@ an ``HloSharding`` (``hlo_sharding.py``) over the program's *logical* devices ``
 jax device ids behind those logical ids are the program's *device assignment*
 (``module.config["device_assignment"]``), which the hand-off uses to run on the mesh.
 
+What a lowered module carries (``annotate_module``, and the constraint's lowering rule), for
+the backends and the SPMD passes:
+
+* ``attrs["sharding"]`` (an ``HloSharding``) on each entry parameter given one, on the root
+  (a tuple sharding when every output has one; never on a parameter returned as it is), and on
+  each ``custom-call`` with ``custom_call_target="Sharding"`` (``with_sharding_constraint``);
+* ``module.config``: ``device_assignment`` (jax device ids, logical order), ``num_partitions``,
+  ``output_shardings`` (one ``HloSharding`` or None per output: the truth when a pass moved the
+  root), ``user_shardings`` (the ``jax.sharding`` objects, so results carry the user's own).
+
 Every check raises ``ShardingError`` (a ``ValueError``, as JAX's) naming the argument by its
 pytree path and the mesh axis.
 """
@@ -21,8 +31,9 @@ from jax import tree_util
 
 from minixla.sharding.hlo_sharding import HloSharding, ShardingError
 
-__all__ = ["flatten_shardings", "to_hlo_sharding", "device_assignment", "to_jax_sharding",
-           "device_put", "is_sharding", "mesh_axes"]
+__all__ = ["flatten_shardings", "flatten_out_shardings", "to_hlo_sharding", "to_jax_sharding",
+           "device_put", "is_sharding", "mesh_axes", "check_mesh", "relabel", "constraint_sharding",
+           "annotate_module", "constrain_call", "UNSPECIFIED"]
 
 
 def _jax_sharding():
@@ -219,30 +230,6 @@ def flatten_out_shardings(shardings, out_tree_leaf_paths) -> list:
     sub = []
     _broadcast(shardings, out_tree_leaf_paths, (), "out_shardings", sub)
     return [("output" + tree_util.keystr(p), s) for p, s in sub]
-
-
-def device_assignment(shardings, need_devices: bool) -> tuple | None:
-    """The jax device ids of the program's logical devices: those of the first sharding's mesh
-    (``devices.flat``), which every other sharding must use too (in any arrangement). ``None``
-    when no sharding is given or the mesh is abstract. Raises ``ShardingError``."""
-    ref, ref_where = None, None
-    for where, s in shardings:
-        if s is None:
-            continue
-        mesh, _ = _named(s, where)
-        check_mesh(mesh, where, need_devices)
-        devices = _mesh_devices(mesh)
-        ids = tuple(d.id for d in devices.flat) if devices is not None else (
-            ("abstract",) + tuple(mesh_axes(mesh).items()))
-        if ref is None:
-            ref, ref_where = ids, where
-        elif sorted(map(str, ids)) != sorted(map(str, ref)):
-            raise ShardingError(
-                f"Received incompatible devices for jitted computation: {where} is on devices "
-                f"{list(ids)} but {ref_where} is on devices {list(ref)}")
-    if ref is None or ref[0] == "abstract":
-        return None
-    return ref
 
 
 def relabel(hlo: HloSharding, sharding, assignment) -> HloSharding:
