@@ -18,8 +18,10 @@ benchmarks`` starts with this report, and its JSON carries it:
 * the same for XLA (``xla_probe``): a subprocess with ``--xla_dump_to`` compiles each workload
   with ``jax.jit``; XLA:CPU's dumped IR (``*.ir-with-opt.ll``) gives its vector widths and its
   ``"prefer-vector-width"`` attribute, ``objdump -d`` of its object files its registers, and
-  its ``debug_options`` the ISA limit it honoured (``--xla_cpu_max_isa``). XLA's dump names no
-  target CPU; it targets the host, as minixla does by default.
+  its ``debug_options`` the ISA limit it honoured (``--xla_cpu_max_isa``), its optimized HLO
+  the library fusions it calls instead (jax 0.10's XLA runs dots, convolutions, softmax and
+  layernorm as YNNPACK fusions: precompiled code that picks its own kernels). XLA's dump
+  names no target CPU; it targets the host, as minixla does by default.
 
 ``python -m benchmarks.host`` prints the report for the suite's workloads.
 """
@@ -232,7 +234,30 @@ def minixla_code(compiled) -> dict:
     if not isinstance(ir, str) or ir.startswith("; (loaded"):
         return {}
     regs = register_widths(ex.asm)
-    return {"ir": vector_widths(ir), "asm": regs, "isa": isa_of(regs)}
+    code = {"ir": vector_widths(ir), "asm": regs, "isa": isa_of(regs)}
+    routines = library_routines(ir)
+    if routines:
+        lib_ir = "\n".join(routines.values())
+        code["library"] = {"routines": sorted(routines), "ir": vector_widths(lib_ir)}
+    return code
+
+
+def library_routines(llvm_ir: str) -> dict:
+    """``{name: optimized IR}`` of the precompiled library routines (``gemm.library_routine``:
+    the GEMM micro-kernels, the plain-dot routine) that IR text calls, and those they call."""
+    from minixla.backends.llvm import gemm
+    library = dict(getattr(gemm, "_library", {}))  # (compiled once per process, on first use)
+    found, todo = {}, [llvm_ir]
+    while todo:
+        text = todo.pop()
+        for name in set(re.findall(r"@(minixla_[A-Za-z0-9_.]+)", text)):
+            if name in library and name not in found:
+                try:
+                    found[name] = library[name].function_ir(name)
+                except (KeyError, AttributeError):  # (loaded code: no IR)
+                    continue
+                todo.append(found[name])
+    return found
 
 
 def host_report(threads: int | None = None) -> dict:
@@ -321,7 +346,8 @@ def read_xla_dump(directory, names) -> dict:
         ir_files = sorted(glob.glob(os.path.join(directory, f"module_*.jit_bench_{name}.*ir-with-opt.ll")))
         obj_files = sorted(glob.glob(os.path.join(directory, f"module_*.jit_bench_{name}.*.o")))
         ir = "\n".join(Path(p).read_text(errors="replace") for p in ir_files)
-        entry = {"modules": len(ir_files), "ir": vector_widths(ir), "prefer_vector_width": prefer_vector_width(ir)}
+        entry = {"modules": len(ir_files), "ir": vector_widths(ir), "prefer_vector_width": prefer_vector_width(ir),
+                 "libraries": _library_fusions(directory, name)}
         if obj_files and out["objdump"]:
             asm = "\n".join(_objdump(p) for p in obj_files)
             entry["asm"] = register_widths(asm)
@@ -331,6 +357,20 @@ def read_xla_dump(directory, names) -> dict:
         m = re.search(r'xla_cpu_max_isa:\s*"([^"]*)"', Path(p).read_text())
         out["max_isa"] = m.group(1) if m else ""
     return out
+
+
+def library_fusions(hlo_text: str) -> list[str]:
+    """The precompiled libraries an XLA:CPU program after optimization calls instead of
+    emitting LLVM IR: custom fusions (``"kind":"__ynn_fusion"``: YNNPACK, which XLA uses for
+    dots, convolutions and row reductions) and custom-call targets (``__onednn$matmul``, ...)."""
+    found = set(re.findall(r'"kind":"__(\w+?)_fusion"', hlo_text))
+    found |= {t.split("$")[0].strip("_") for t in re.findall(r'custom_call_target="([^"]+)"', hlo_text)}
+    return sorted(found)
+
+
+def _library_fusions(directory, name) -> list[str]:
+    paths = glob.glob(os.path.join(directory, f"module_*.jit_bench_{name}.cpu_after_optimizations.txt"))
+    return library_fusions("\n".join(Path(p).read_text(errors="replace") for p in paths))
 
 
 def _objdump(path) -> str:
@@ -349,10 +389,18 @@ def vector_bits_cell(code: dict | None) -> str:
     (``scalar`` when none is vectorized, ``-`` when unknown)."""
     if not code or "ir" not in code:
         return "-"
-    bits, widest = code["ir"]["common_bits"], code["ir"]["widest_bits"]
-    if not bits:
-        return "scalar"
-    return f"{bits}" if widest == bits else f"{bits} (max {widest})"
+    libs = "+".join(code.get("libraries", ()))
+    if code.get("modules") == 0:  # (XLA: no LLVM IR at all, only library calls)
+        return libs or "-"
+    cell = _bits(code["ir"])
+    if "library" in code:  # (minixla: its GEMM routines' own width)
+        cell += f", gemm {_bits(code['library']['ir'])}"
+    return f"{cell} + {libs}" if libs else cell
+
+
+def _bits(widths: dict) -> str:
+    bits, widest = widths["common_bits"], widths["widest_bits"]
+    return "scalar" if not bits else f"{bits}" if widest == bits else f"{bits} (max {widest})"
 
 
 def _isa_summary(code: dict) -> str:
@@ -374,6 +422,10 @@ def format_host(report: dict, code: dict | None = None, xla: dict | None = None)
     cpu, mx, xl = report["cpu"], report["minixla"], report["xla"]
     lines = [f"Host: {cpu['model'] or '?'} ({cpu['vendor'] or '?'}), {cpu['available_cpus']} CPUs available "
              f"of {cpu['logical_cpus']}; ISA flags: {' '.join(cpu['isa_flags']) or '-'}."]
+    load = report.get("load_average") or {}
+    if load.get("start") is not None:
+        lines[0] += (f" Load average {load['start']:.1f} at the start of the run, {load['end']:.1f} at its end "
+                     f"(other processes shared the CPUs).")
     target = (f"`{mx['cpu']}` (restricted; the host is `{mx['host_cpu']}`)" if mx["restricted"]
               else f"`{mx['cpu']}` (the host)")
     line = (f"minixla: LLVM {report['versions']['llvm']} (llvmlite {report['versions']['llvmlite']}) targets "
@@ -393,6 +445,12 @@ def format_host(report: dict, code: dict | None = None, xla: dict | None = None)
         if widths:
             line += f", prefer-vector-width {'/'.join(map(str, widths))}"
         line += f"; machine code of its fused loops: {_isa_summary(xla['workloads'])}"
+        libs = collections.defaultdict(list)
+        for name, c in xla["workloads"].items():
+            for lib in c.get("libraries", ()):
+                libs[lib].append(name)
+        for lib, names in libs.items():
+            line += f"; {lib} library fusions (not in its IR) in {', '.join(names)}"
     lines.append(line + ".")
     return "\n".join(lines)
 

@@ -5,11 +5,19 @@ in one process, on the same inputs, next to this machine's limits.
     python -m benchmarks --sweep         # plus attention over batch x sequence
     python -m benchmarks --only mlp conv_bias_relu --repeat 31
     python -m benchmarks --scale 0.01 --repeat 3 --no-plot   # a tiny smoke run
+    python -m benchmarks --markdown      # only the README block (host, limits, table): benchmarks.md
+    python -m benchmarks --cpu haswell --markdown   # minixla and XLA restricted to AVX2, in a subprocess
+
+The host comes first (``benchmarks/host.py``): the CPU, minixla's LLVM target and features,
+both compilers' threads, and the vector width of the code each generated for every workload
+(read from the optimized LLVM IR and the machine code; XLA's from a dump in a subprocess).
 
 Method. Every framework runs each workload once to warm up (and compile), then ``repeat``
-timed samples are taken *interleaved* (numpy, minixla, jax, numpy, ...), so background load
-hits all three alike; each sample times enough calls to last ``min_sample_ms`` and the
-reported time is the median sample. Each sample runs the calls untimed for ``settle_ms``
+(default 15) *rounds* are timed, each a sample of numpy, of minixla and of jax back to back,
+so background load hits all three alike; each sample times enough calls to last
+``min_sample_ms``. The reported times are the median samples; the ratio minixla / jax is the
+median of the per-round ratios, with their 10th..90th percentile as its spread (and min..max in
+the JSON, with every sample), so one noisy round does not decide a row. Each sample runs the calls untimed for ``settle_ms``
 first (another framework's thread pool may still be spin-waiting, taking a core; see
 ``_sampler``). ``jax.jit`` results are waited for
 (``block_until_ready``) and its inputs are already device arrays. Compile time is
@@ -203,6 +211,7 @@ def run_suite(workloads, *, scale=1.0, repeat=15, min_sample_ms=20.0, settle_ms=
     from minixla.backends.llvm.runtime import thread_pool
 
     threads = thread_pool().size
+    load_start = _load_average()
     xla_code = None
     if xla_probe and "jax" in frameworks and workloads:
         log("reading XLA's generated code (a jax subprocess dumping its IR) ...")
@@ -220,11 +229,22 @@ def run_suite(workloads, *, scale=1.0, repeat=15, min_sample_ms=20.0, settle_ms=
     machine = {"cpu": _cpu_name(), "threads": threads, "jax": jax.__version__, "llvmlite": llvmlite.__version__,
                "numpy": np.__version__, "jax_devices": str(jax.devices()),
                "MINIXLA_NUM_THREADS": os.environ.get("MINIXLA_NUM_THREADS", "")}
-    suite = {"host": host.host_report(threads), "machine": machine, "limits": limits, "results": results,
+    report = host.host_report(threads)
+    report["load_average"] = {"start": load_start, "end": _load_average()}
+    suite = {"host": report, "machine": machine, "limits": limits, "results": results,
              "settings": {"scale": scale, "repeat": repeat, "min_sample_ms": min_sample_ms, "settle_ms": settle_ms}}
     if xla_code is not None:
         suite["xla_code"] = xla_code
     return suite
+
+
+def _load_average() -> float | None:
+    """The 1-minute load average (runnable processes; None where the OS has none): the
+    background work a run shared the machine with."""
+    try:
+        return round(os.getloadavg()[0], 2)
+    except (OSError, AttributeError):  # pragma: no cover
+        return None
 
 
 def _cpu_name() -> str:
@@ -396,21 +416,35 @@ def run_restricted(a, argv) -> dict:
     isa = a.xla_max_isa if a.xla_max_isa is not None else XLA_MAX_ISA.get(a.cpu, "")
     base_flags = env.get("XLA_FLAGS", "")
     cmd = [sys.executable, "-m", "benchmarks", *argv]
+    say = (lambda m: print(m, file=sys.stderr)) if a.markdown else print
     if isa:
-        env["XLA_FLAGS"] = f"{base_flags} --xla_cpu_max_isa={isa}".strip()
+        flags = f"{base_flags} --xla_cpu_max_isa={isa}".strip()
+        error = _xla_rejects(flags, env)
+        if error:
+            say(f"this jaxlib rejects --xla_cpu_max_isa={isa} ({error}): XLA runs on the host's ISA")
+        else:
+            env["XLA_FLAGS"] = flags
     else:
-        print(f"--cpu {a.cpu}: no XLA ISA limit known for this CPU (give --xla-max-isa): XLA runs on the host's ISA")
-    proc = subprocess.run(cmd, env=env, cwd=root, stderr=subprocess.PIPE, text=True)
-    if proc.returncode != 0 and isa and "xla_cpu_max_isa" in proc.stderr:
-        # (an XLA that does not know the flag aborts at its first use)
-        print(f"this jaxlib rejects --xla_cpu_max_isa ({proc.stderr.strip().splitlines()[-1]}); "
-              "XLA runs on the host's ISA")
-        env["XLA_FLAGS"] = base_flags
-        proc = subprocess.run(cmd, env=env, cwd=root, stderr=subprocess.PIPE, text=True)
-    sys.stderr.write(proc.stderr)
+        say(f"--cpu {a.cpu}: no XLA ISA limit known for this CPU (give --xla-max-isa): XLA runs on the host's ISA")
+    proc = subprocess.run(cmd, env=env, cwd=root)
     if proc.returncode != 0:
         return {"error": f"the restricted run failed (rc {proc.returncode})"}
     return json.loads((Path(a.out) / f"benchmarks_{_restricted_name(a)}.json").read_text())
+
+
+def _xla_rejects(flags: str, env: dict) -> str:
+    """Why XLA refuses ``XLA_FLAGS=flags`` (an unknown flag aborts the process at jax's first
+    computation), or "" when it accepts them: a jax subprocess, ~3 s."""
+    probe = "import jax.numpy as jnp; jnp.zeros(2).block_until_ready()"
+    try:
+        proc = subprocess.run([sys.executable, "-c", probe], env=dict(env, XLA_FLAGS=flags),
+                              capture_output=True, text=True, timeout=120)
+    except subprocess.TimeoutExpired:
+        return "the check timed out"
+    if proc.returncode == 0:
+        return ""
+    lines = (proc.stderr or proc.stdout).strip().splitlines()
+    return lines[-1] if lines else f"rc {proc.returncode}"
 
 
 def main(argv=None) -> dict:

@@ -33,7 +33,7 @@ def test_suite_runs_tiny(tmp_path, capsys):
     host = saved["host"]
     assert host["cpu"]["logical_cpus"] >= 1 and host["minixla"]["host_cpu"] and host["minixla"]["cpu"]
     assert host["minixla"]["threads"] == lim["threads"] and host["xla"]["jax"]
-    assert saved["settings"]["repeat"] == 2 and "xla_code" in saved
+    assert saved["settings"]["repeat"] == 2 and "xla_code" in saved and "start" in host["load_average"]
     for r in saved["results"]:
         assert len(r["samples_ms"]["minixla"]) == len(r["samples_ms"]["jax"]) == len(r["ratios"]) == 2
         lo, hi = r["ratio_spread"]
@@ -125,6 +125,12 @@ def test_host_report_parsers_and_spread():
     assert host.prefer_vector_width(_IR) == [256]
     assert host.vector_bits_cell({"ir": w}) == "256 (max 512)" and host.vector_bits_cell(None) == "-"
 
+    hlo = ('%ynn_fusion = f32[8,4]{1,0} fusion(%a), kind=kCustom, calls=%f, backend_config={"fusion_config":'
+           '{"kind":"__ynn_fusion"}}\n%c = f32[8,4]{1,0} custom-call(%a), custom_call_target="__onednn$matmul"')
+    assert host.library_fusions(hlo) == ["onednn", "ynn"]
+    assert host.vector_bits_cell({"modules": 0, "ir": host.vector_widths(""), "libraries": ["ynn"]}) == "ynn"
+    assert host.vector_bits_cell({"ir": w, "library": {"ir": w}}) == "256 (max 512), gemm 256 (max 512)"
+
     regs = host.register_widths(_ASM_AVX512VL)
     assert (regs["ymm"], regs["zmm"], regs["widest_bits"], regs["evex"]) == (7, 0, 256, True)
     assert host.isa_of(regs) == "AVX-512VL (ymm)"
@@ -164,15 +170,21 @@ def test_restricted_run_plumbing(tmp_path, monkeypatch, capsys):
     def fake_run(cmd, env, **kw):
         seen.update(cmd=cmd, env=env)
         (tmp_path / "benchmarks_haswell.json").write_text('{"results": []}')
-        return subprocess.CompletedProcess(cmd, 0, stderr="")
+        return subprocess.CompletedProcess(cmd, 0)
 
     monkeypatch.setattr(host, "restriction_available", lambda: True)
+    monkeypatch.setattr(run, "_xla_rejects", lambda flags, env: "")
     monkeypatch.setattr(run.subprocess, "run", fake_run)
     argv = ["--cpu", "haswell", "--out", str(tmp_path), "--scale", "0.01"]
     assert run.main(argv) == {"results": []}
     assert seen["cmd"][-len(argv):] == argv and seen["cmd"][1:3] == ["-m", "benchmarks"]
     assert seen["env"]["MINIXLA_LLVM_CPU"] == "haswell" and "--xla_cpu_max_isa=AVX2" in seen["env"]["XLA_FLAGS"]
     assert seen["env"][run._CHILD_ENV] == "1" and "MINIXLA_LLVM_FEATURES" not in seen["env"]
+    # an XLA that rejects the flag: the run goes on without it, and says so
+    monkeypatch.setattr(run, "_xla_rejects", lambda flags, env: "Unknown flags in XLA_FLAGS")
+    monkeypatch.setenv("XLA_FLAGS", "")
+    assert run.main(argv) == {"results": []} and "--xla_cpu_max_isa" not in seen["env"]["XLA_FLAGS"]
+    assert "rejects --xla_cpu_max_isa=AVX2" in capsys.readouterr().out
 
     monkeypatch.setattr(host, "restriction_available", lambda: False)
     result = run.main(argv)
