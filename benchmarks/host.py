@@ -416,11 +416,11 @@ def _isa_summary(code: dict) -> str:
 
 
 def format_host(report: dict, code: dict | None = None, xla: dict | None = None) -> str:
-    """The host header of a benchmark table, as Markdown lines: the CPU, minixla's and XLA's
+    """The host header of a benchmark table, as a Markdown list: the CPU, minixla's and XLA's
     targets and threads, and (``code``, ``xla``: per-workload results of ``minixla_code`` and
     ``xla_probe``) the instruction sets their machine code used."""
     cpu, mx, xl = report["cpu"], report["minixla"], report["xla"]
-    lines = [f"Host: {cpu['model'] or '?'} ({cpu['vendor'] or '?'}), {cpu['available_cpus']} CPUs available "
+    lines = [f"- Host: {cpu['model'] or '?'} ({cpu['vendor'] or '?'}), {cpu['available_cpus']} CPUs available "
              f"of {cpu['logical_cpus']}; ISA flags: {' '.join(cpu['isa_flags']) or '-'}."]
     load = report.get("load_average") or {}
     if load.get("start") is not None:
@@ -428,13 +428,13 @@ def format_host(report: dict, code: dict | None = None, xla: dict | None = None)
                      f"(other processes shared the CPUs).")
     target = (f"`{mx['cpu']}` (restricted; the host is `{mx['host_cpu']}`)" if mx["restricted"]
               else f"`{mx['cpu']}` (the host)")
-    line = (f"minixla: LLVM {report['versions']['llvm']} (llvmlite {report['versions']['llvmlite']}) targets "
+    line = (f"- minixla: LLVM {report['versions']['llvm']} (llvmlite {report['versions']['llvmlite']}) targets "
             f"{target}, {mx['isa']} features, {mx['threads']} thread(s)")
     if code:
         line += f"; machine code: {_isa_summary(code)}"
     lines.append(line + "." + (f" {mx['note']}" if mx.get("note") else ""))
     threads = xl["threads"] if xl["threads"] is not None else "?"
-    line = f"XLA:CPU: jax {xl['jax']} / jaxlib {xl['jaxlib']}, {threads} intra-op thread(s)"
+    line = f"- XLA:CPU: jax {xl['jax']} / jaxlib {xl['jaxlib']}, {threads} intra-op thread(s)"
     if xl["XLA_FLAGS"]:
         line += f", XLA_FLAGS `{xl['XLA_FLAGS']}`"
     if xla and xla.get("error"):

@@ -28,8 +28,8 @@ def test_suite_runs_tiny(tmp_path, capsys):
     table = capsys.readouterr().out
     assert "| workload |" in table and "peak FMA" in table
     # the host report comes first, and the JSON carries it with the per-round samples
-    assert table.index("Host: ") < table.index("Machine limits") < table.index("| workload |")
-    assert "minixla: LLVM" in table and "XLA:CPU: jax" in table
+    assert table.index("- Host: ") < table.index("Machine limits") < table.index("| workload |")
+    assert "- minixla: LLVM" in table and "- XLA:CPU: jax" in table
     host = saved["host"]
     assert host["cpu"]["logical_cpus"] >= 1 and host["minixla"]["host_cpu"] and host["minixla"]["cpu"]
     assert host["minixla"]["threads"] == lim["threads"] and host["xla"]["jax"]
@@ -157,7 +157,7 @@ def test_host_report_parsers_and_spread():
     target = report["minixla"]
     assert target["host_cpu"] and target["cpu"] and target["isa"] in ("AVX-512", "AVX2", "AVX/AVX2", "AVX", "SSE")
     header = host.format_host(report)
-    assert header.startswith("Host: ") and f"`{target['cpu']}`" in header
+    assert header.startswith("- Host: ") and f"`{target['cpu']}`" in header
 
 
 def test_restricted_run_plumbing(tmp_path, monkeypatch, capsys):
