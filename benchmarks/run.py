@@ -285,7 +285,8 @@ def format_table(suite: dict, header: bool = True) -> str:
             code = {r["name"]: r["code"] for r in suite["results"] if r.get("code")}
             lines += [host.format_host(suite["host"], code, suite.get("xla_code")), ""]
         rounds = suite.get("settings", {}).get("repeat")
-        lines += [f"Machine limits ({lim['threads']} threads): peak FMA {lim['fma_gflops']:.0f} GFLOP/s "
+        lanes = f" of <{lim['fma_vector_lanes']} x float>" if "fma_vector_lanes" in lim else ""
+        lines += [f"Machine limits ({lim['threads']} threads): peak FMA{lanes} {lim['fma_gflops']:.0f} GFLOP/s "
                   f"({lim['fma_gflops_1thread']:.0f} on 1 thread), DRAM copy {lim['copy_gbs']:.1f} GB/s "
                   f"({lim['copy_gbs_1thread']:.1f} on 1 thread)." + (
                       f" {rounds} interleaved rounds; times are medians, the ratio is the median of the "
@@ -365,7 +366,9 @@ def plot(suite: dict, path: Path) -> Path | None:
         ax.set_xticklabels(names, rotation=30, ha="right")
         ax.legend()
     lim = suite["limits"]
-    fig.suptitle(f"minixla vs jax.jit vs numpy — {suite['machine']['cpu']}, {lim['threads']} threads "
+    target = suite.get("host", {}).get("minixla", {}).get("cpu")
+    fig.suptitle(f"minixla vs jax.jit vs numpy — {suite['machine']['cpu']}"
+                 + (f" (LLVM {target})" if target else "") + f", {lim['threads']} threads "
                  f"(FMA {lim['fma_gflops']:.0f} GFLOP/s, copy {lim['copy_gbs']:.0f} GB/s)")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
