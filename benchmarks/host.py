@@ -451,6 +451,8 @@ def format_host(report: dict, code: dict | None = None, xla: dict | None = None)
                 libs[lib].append(name)
         for lib, names in libs.items():
             line += f"; {lib} library fusions (not in its IR) in {', '.join(names)}"
+        if libs and xla["max_isa"]:
+            line += " (the ISA limit does not reach them: they pick their kernels at run time)"
     lines.append(line + ".")
     return "\n".join(lines)
 
