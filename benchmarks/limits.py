@@ -177,12 +177,14 @@ def numpy_copy_bandwidth_gbs(megabytes: int = 256, repeat: int = 5) -> float:
 
 
 def measure(threads: int, quick: bool = False) -> dict:
-    """All limits as a dict (GFLOP/s and GB/s, on 1 thread and on ``threads`` threads)."""
+    """All limits as a dict (GFLOP/s and GB/s, on 1 thread and on ``threads`` threads, and the
+    float lanes of the FMA loop's vectors, ``fma_vector_lanes``)."""
     mb = 32 if quick else 256
     rep = 2 if quick else 5
     sec = 0.005 if quick else 0.05
     limits = {
         "threads": threads,
+        "fma_vector_lanes": LANES,  # (float lanes of the FMA loop: the target's widest vectors)
         "fma_gflops_1thread": peak_fma_gflops(1, rep, sec),
         "fma_gflops": peak_fma_gflops(threads, rep, sec),
         "copy_gbs_1thread": copy_bandwidth_gbs(1, mb, rep),

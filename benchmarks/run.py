@@ -5,11 +5,19 @@ in one process, on the same inputs, next to this machine's limits.
     python -m benchmarks --sweep         # plus attention over batch x sequence
     python -m benchmarks --only mlp conv_bias_relu --repeat 31
     python -m benchmarks --scale 0.01 --repeat 3 --no-plot   # a tiny smoke run
+    python -m benchmarks --markdown      # only the README block (host, limits, table): benchmarks.md
+    python -m benchmarks --cpu haswell --markdown   # minixla and XLA restricted to AVX2, in a subprocess
+
+The host comes first (``benchmarks/host.py``): the CPU, minixla's LLVM target and features,
+both compilers' threads, and the vector width of the code each generated for every workload
+(read from the optimized LLVM IR and the machine code; XLA's from a dump in a subprocess).
 
 Method. Every framework runs each workload once to warm up (and compile), then ``repeat``
-timed samples are taken *interleaved* (numpy, minixla, jax, numpy, ...), so background load
-hits all three alike; each sample times enough calls to last ``min_sample_ms`` and the
-reported time is the median sample. Each sample runs the calls untimed for ``settle_ms``
+(default 15) *rounds* are timed, each a sample of numpy, of minixla and of jax back to back,
+so background load hits all three alike; each sample times enough calls to last
+``min_sample_ms``. The reported times are the median samples; the ratio minixla / jax is the
+median of the per-round ratios, with their 10th..90th percentile as its spread (and min..max in
+the JSON, with every sample), so one noisy round does not decide a row. Each sample runs the calls untimed for ``settle_ms``
 first (another framework's thread pool may still be spin-waiting, taking a core; see
 ``_sampler``). ``jax.jit`` results are waited for
 (``block_until_ready``) and its inputs are already device arrays. Compile time is
@@ -27,7 +35,9 @@ import argparse
 import functools
 import json
 import os
+import re
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -98,9 +108,32 @@ def _compile_times(workload, args, repeat):
     return statistics.median(mx) * 1e3, statistics.median(jx) * 1e3, statistics.median(warm) * 1e3
 
 
+def percentile(values, q: float) -> float:
+    """The ``q``-th percentile (0-100) of ``values``, linear between order statistics (NumPy's
+    default method)."""
+    return float(np.percentile(np.asarray(values, np.float64), q))
+
+
+def round_ratios(minixla_s, jax_s) -> dict:
+    """The per-round ratios minixla / jax of two equally long lists of sample times (round
+    ``i`` timed one batch of each, back to back, so a burst of background load hits both):
+    ``ratios``, ``ratio_median``, ``ratio_p10_p90`` (10th and 90th percentiles: the spread the
+    table shows) and ``ratio_spread`` (min, max). Raises ``ValueError`` for unequal or
+    empty lists."""
+    if len(minixla_s) != len(jax_s) or not minixla_s:
+        raise ValueError(f"round_ratios needs two equally long, non-empty sample lists, "
+                         f"got {len(minixla_s)} and {len(jax_s)}")
+    ratios = [m / j for m, j in zip(minixla_s, jax_s)]
+    return {"ratios": ratios, "ratio_median": statistics.median(ratios),
+            "ratio_p10_p90": [percentile(ratios, 10), percentile(ratios, 90)],
+            "ratio_spread": [min(ratios), max(ratios)]}
+
+
 def run_workload(workload, limits, scale=1.0, repeat=15, min_sample_ms=20.0, compile_repeat=3,
-                 frameworks=FRAMEWORKS, seed=0, settle_ms=150.0) -> dict:
-    """Time one workload on every framework; returns a result dict (see ``run_suite``)."""
+                 frameworks=FRAMEWORKS, seed=0, settle_ms=150.0, code=True) -> dict:
+    """Time one workload on every framework in ``repeat`` interleaved rounds; returns a result
+    dict (see ``run_suite``). ``code``: also read the vector code minixla generated
+    (``host.minixla_code``)."""
     import jax
     import minixla
 
@@ -120,12 +153,18 @@ def run_workload(workload, limits, scale=1.0, repeat=15, min_sample_ms=20.0, com
         outputs[name] = np.asarray(call() if name != "jax" else jf(*jargs))
     samplers = {name: _sampler(call, min_sample_ms / 1e3, settle_ms / 1e3) for name, call in calls.items()}
     samples = {name: [] for name in calls}
-    for _ in range(repeat):
+    for _ in range(repeat):  # one round: a batch of each framework, back to back
         for name, sample in samplers.items():
             samples[name].append(sample())
     result = {"name": workload.name, "description": workload.description, "kind": workload.kind,
               "time_ms": {n: statistics.median(s) * 1e3 for n, s in samples.items()},
-              "spread_ms": {n: [min(s) * 1e3, max(s) * 1e3] for n, s in samples.items()}}
+              "spread_ms": {n: [min(s) * 1e3, max(s) * 1e3] for n, s in samples.items()},
+              "samples_ms": {n: [t * 1e3 for t in s] for n, s in samples.items()}}
+    if "minixla" in samples and "jax" in samples:
+        result.update(round_ratios(samples["minixla"], samples["jax"]))
+    if code and "minixla" in frameworks:
+        from benchmarks import host
+        result["code"] = host.minixla_code(mf.lower(*args).compile())
     out = outputs.get("minixla", next(iter(outputs.values())))
     work = workload.work(args, out)
     result["work"] = work
@@ -156,15 +195,27 @@ def run_workload(workload, limits, scale=1.0, repeat=15, min_sample_ms=20.0, com
 
 
 def run_suite(workloads, *, scale=1.0, repeat=15, min_sample_ms=20.0, settle_ms=150.0, compile_repeat=3, quick_limits=False,
-              frameworks=FRAMEWORKS, limits=None, log=print) -> dict:
-    """Measure the limits (unless given), then every workload.
-    Returns ``{"machine", "limits", "results", "settings"}``."""
+              frameworks=FRAMEWORKS, limits=None, log=print, code=True, xla_probe=True) -> dict:
+    """Measure the limits (unless given), then every workload in ``repeat`` interleaved rounds.
+
+    Returns ``{"host", "machine", "limits", "results", "settings"}`` (and ``"xla_code"``):
+    ``host`` is ``benchmarks.host.host_report()`` taken after the runs (so XLA's threads are
+    counted); each result holds its per-round ``samples_ms``, the per-round ``ratios``
+    minixla / jax with their median and spread (``round_ratios``) and, with ``code``, the
+    vector code minixla generated (``host.minixla_code``); ``xla_probe``: read XLA's code for
+    the same workloads from a dump in a subprocess (``host.xla_probe``), before timing."""
     import jax
     import llvmlite
 
+    from benchmarks import host
     from minixla.backends.llvm.runtime import thread_pool
 
     threads = thread_pool().size
+    load_start = _load_average()
+    xla_code = None
+    if xla_probe and "jax" in frameworks and workloads:
+        log("reading XLA's generated code (a jax subprocess dumping its IR) ...")
+        xla_code = host.xla_probe([w.name for w in workloads], scale=scale)
     if limits is None:
         log(f"measuring machine limits on {threads} thread(s) ...")
         limits = limits_mod.measure(threads, quick=quick_limits)
@@ -174,12 +225,26 @@ def run_suite(workloads, *, scale=1.0, repeat=15, min_sample_ms=20.0, settle_ms=
     for w in workloads:
         log(f"running {w.name} ...")
         results.append(run_workload(w, limits, scale, repeat, min_sample_ms, compile_repeat, frameworks,
-                                    settle_ms=settle_ms))
+                                    settle_ms=settle_ms, code=code))
     machine = {"cpu": _cpu_name(), "threads": threads, "jax": jax.__version__, "llvmlite": llvmlite.__version__,
                "numpy": np.__version__, "jax_devices": str(jax.devices()),
                "MINIXLA_NUM_THREADS": os.environ.get("MINIXLA_NUM_THREADS", "")}
-    return {"machine": machine, "limits": limits, "results": results,
-            "settings": {"scale": scale, "repeat": repeat, "min_sample_ms": min_sample_ms, "settle_ms": settle_ms}}
+    report = host.host_report(threads)
+    report["load_average"] = {"start": load_start, "end": _load_average()}
+    suite = {"host": report, "machine": machine, "limits": limits, "results": results,
+             "settings": {"scale": scale, "repeat": repeat, "min_sample_ms": min_sample_ms, "settle_ms": settle_ms}}
+    if xla_code is not None:
+        suite["xla_code"] = xla_code
+    return suite
+
+
+def _load_average() -> float | None:
+    """The 1-minute load average (runnable processes; None where the OS has none): the
+    background work a run shared the machine with."""
+    try:
+        return round(os.getloadavg()[0], 2)
+    except (OSError, AttributeError):  # pragma: no cover
+        return None
 
 
 def _cpu_name() -> str:
@@ -197,15 +262,41 @@ def _cpu_name() -> str:
 # ---------------------------------------------------------------------------------------
 # Reporting.
 
-def format_table(suite: dict) -> str:
-    """A Markdown table of the suite (times, minixla/jax ratio, rates and fraction of the limit)."""
+def format_ratio(r: dict) -> str:
+    """``0.61 (0.55..0.70)``: the median of the per-round ratios minixla / jax and their 10th-90th
+    percentiles (``-`` without both frameworks)."""
+    if "ratio_median" not in r:
+        return "-"
+    lo, hi = r["ratio_p10_p90"]
+    return f"{r['ratio_median']:.2f} ({lo:.2f}..{hi:.2f})"
+
+
+def format_table(suite: dict, header: bool = True) -> str:
+    """A Markdown table of the suite: the host first (``host.format_host``), the limits, then
+    per workload the median times, the median per-round ratio minixla / jax with its spread,
+    rates and fraction of the limit, the vector width of the generated code and compile
+    times. ``header=False``: the table alone."""
+    from benchmarks import host
+
     lim = suite["limits"]
-    lines = [f"Machine limits ({lim['threads']} threads): peak FMA {lim['fma_gflops']:.0f} GFLOP/s "
-             f"({lim['fma_gflops_1thread']:.0f} on 1 thread), DRAM copy {lim['copy_gbs']:.1f} GB/s "
-             f"({lim['copy_gbs_1thread']:.1f} on 1 thread).", "",
-             "| workload | numpy ms | minixla ms | jax.jit ms | minixla / jax | minixla rate | jax rate "
-             "| minixla % of limit | jax % of limit | compile ms minixla / jax | re-jit ms minixla |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = []
+    if header:
+        if "host" in suite:
+            code = {r["name"]: r["code"] for r in suite["results"] if r.get("code")}
+            lines += [host.format_host(suite["host"], code, suite.get("xla_code")), ""]
+        rounds = suite.get("settings", {}).get("repeat")
+        lanes = f" of <{lim['fma_vector_lanes']} x float>" if "fma_vector_lanes" in lim else ""
+        lines += [f"Machine limits ({lim['threads']} threads): peak FMA{lanes} {lim['fma_gflops']:.0f} GFLOP/s "
+                  f"({lim['fma_gflops_1thread']:.0f} on 1 thread), DRAM copy {lim['copy_gbs']:.1f} GB/s "
+                  f"({lim['copy_gbs_1thread']:.1f} on 1 thread)." + (
+                      f" {rounds} interleaved rounds; times are medians, the ratio is the median of the "
+                      f"per-round ratios (10th..90th percentile); vector bits: the most common float "
+                      f"vector of the arithmetic in the optimized LLVM IR." if rounds else ""), ""]
+    xla_code = suite.get("xla_code", {}).get("workloads", {})
+    lines += ["| workload | numpy ms | minixla ms | jax.jit ms | minixla / jax (p10..p90) | minixla rate | jax rate "
+              "| minixla % of limit | jax % of limit | vector bits minixla / XLA | compile ms minixla / jax "
+              "| re-jit ms minixla |",
+              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in suite["results"]:
         t = r["time_ms"]
         unit = r.get("rate_unit", "")
@@ -221,20 +312,23 @@ def format_table(suite: dict) -> str:
         def frac(n):
             return f"{100 * r['fraction_of_limit'][n]:.0f}%" if n in r.get("fraction_of_limit", {}) else "-"
 
-        ratio = f"{r['ratio_to_jax']['minixla']:.2f}" if "ratio_to_jax" in r and "minixla" in t else "-"
+        vec = (f"{host.vector_bits_cell(r.get('code'))} / {host.vector_bits_cell(xla_code.get(r['name']))}"
+               if r.get("code") or r["name"] in xla_code else "-")
         comp = (f"{r['compile_ms']['minixla']:.0f} / {r['compile_ms']['jax']:.0f}" if "compile_ms" in r else "-")
         warm = f"{r['compile_ms']['minixla_warm']:.0f}" if "compile_ms" in r else "-"
-        lines.append(f"| {r['name']} | {ms('numpy')} | {ms('minixla')} | {ms('jax')} | {ratio} | {rate('minixla')} "
-                     f"| {rate('jax')} | {frac('minixla')} | {frac('jax')} | {comp} | {warm} |")
+        lines.append(f"| {r['name']} | {ms('numpy')} | {ms('minixla')} | {ms('jax')} | {format_ratio(r)} "
+                     f"| {rate('minixla')} | {rate('jax')} | {frac('minixla')} | {frac('jax')} | {vec} | {comp} "
+                     f"| {warm} |")
     return "\n".join(lines)
 
 
 def format_sweep(results) -> str:
-    """The attention sweep as a batch x sequence grid of minixla / jax time ratios."""
+    """The attention sweep as a batch x sequence grid of minixla / jax time ratios (the median
+    of the per-round ratios)."""
     ratio = {}
     for r in results:
         b, s = (int(v[1:]) for v in r["name"].split("_")[1:])
-        ratio[b, s] = r.get("ratio_to_jax", {}).get("minixla")
+        ratio[b, s] = r.get("ratio_median", r.get("ratio_to_jax", {}).get("minixla"))
     lines = ["| batch \\ seq | " + " | ".join(str(s) for s in W.SWEEP_SEQ) + " |",
              "|---|" + "---:|" * len(W.SWEEP_SEQ)]
     for b in W.SWEEP_BATCH:
@@ -273,7 +367,9 @@ def plot(suite: dict, path: Path) -> Path | None:
         ax.set_xticklabels(names, rotation=30, ha="right")
         ax.legend()
     lim = suite["limits"]
-    fig.suptitle(f"minixla vs jax.jit vs numpy — {suite['machine']['cpu']}, {lim['threads']} threads "
+    target = suite.get("host", {}).get("minixla", {}).get("cpu")
+    fig.suptitle(f"minixla vs jax.jit vs numpy — {suite['machine']['cpu']}"
+                 + (f" (LLVM {target})" if target else "") + f", {lim['threads']} threads "
                  f"(FMA {lim['fma_gflops']:.0f} GFLOP/s, copy {lim['copy_gbs']:.0f} GB/s)")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -288,7 +384,75 @@ def _json_default(o):
     raise TypeError(type(o))
 
 
+#: XLA:CPU's ``--xla_cpu_max_isa`` for the LLVM CPUs ``--cpu`` is most often given (the
+#: widest ISA the CPU has, in XLA's names); other CPUs need ``--xla-max-isa``
+XLA_MAX_ISA = {"x86-64-v2": "SSE4_2", "nehalem": "SSE4_2", "sandybridge": "AVX", "ivybridge": "AVX",
+               "haswell": "AVX2", "broadwell": "AVX2", "skylake": "AVX2", "x86-64-v3": "AVX2",
+               "alderlake": "AVX2", "znver1": "AVX2", "znver2": "AVX2", "znver3": "AVX2",
+               "skylake-avx512": "AVX512", "x86-64-v4": "AVX512", "cascadelake": "AVX512_VNNI"}
+#: set in the subprocess of a restricted-target run (``--cpu``), so it runs the suite itself
+_CHILD_ENV = "MINIXLA_BENCH_RESTRICTED_CHILD"
+
+
+def _restricted_name(a) -> str:
+    return "_".join(re.sub(r"[^A-Za-z0-9.-]+", "", part) for part in (a.cpu, a.features) if part)
+
+
+def run_restricted(a, argv) -> dict:
+    """``--cpu NAME``: run the suite in a subprocess whose minixla targets LLVM CPU ``NAME``
+    (``MINIXLA_LLVM_CPU``; ``--features`` sets ``MINIXLA_LLVM_FEATURES``) and whose XLA is held
+    to the matching ISA (``--xla_cpu_max_isa``, from ``XLA_MAX_ISA`` or ``--xla-max-isa``), so an
+    AVX2-only comparison runs on an AVX-512 host. Results go to ``benchmarks_NAME.json``; the
+    host report in it says what each compiler used. Returns the suite (``{"error": ...}``
+    without running when this minixla has no such option, or the child failed)."""
+    from benchmarks import host
+
+    if not host.restriction_available():
+        msg = ("--cpu: option not available: this minixla has no minixla_llvm_cpu option "
+               "(MINIXLA_LLVM_CPU would be ignored), so a restricted-target run cannot be measured")
+        print(msg)
+        return {"error": msg}
+    env = dict(os.environ, MINIXLA_LLVM_CPU=a.cpu, **{_CHILD_ENV: "1"})
+    if a.features:
+        env["MINIXLA_LLVM_FEATURES"] = a.features
+    root = str(Path(__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = os.pathsep.join([root, env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    isa = a.xla_max_isa if a.xla_max_isa is not None else XLA_MAX_ISA.get(a.cpu, "")
+    base_flags = env.get("XLA_FLAGS", "")
+    cmd = [sys.executable, "-m", "benchmarks", *argv]
+    say = (lambda m: print(m, file=sys.stderr)) if a.markdown else print
+    if isa:
+        flags = f"{base_flags} --xla_cpu_max_isa={isa}".strip()
+        error = _xla_rejects(flags, env)
+        if error:
+            say(f"this jaxlib rejects --xla_cpu_max_isa={isa} ({error}): XLA runs on the host's ISA")
+        else:
+            env["XLA_FLAGS"] = flags
+    else:
+        say(f"--cpu {a.cpu}: no XLA ISA limit known for this CPU (give --xla-max-isa): XLA runs on the host's ISA")
+    proc = subprocess.run(cmd, env=env, cwd=root)
+    if proc.returncode != 0:
+        return {"error": f"the restricted run failed (rc {proc.returncode})"}
+    return json.loads((Path(a.out) / f"benchmarks_{_restricted_name(a)}.json").read_text())
+
+
+def _xla_rejects(flags: str, env: dict) -> str:
+    """Why XLA refuses ``XLA_FLAGS=flags`` (an unknown flag aborts the process at jax's first
+    computation), or "" when it accepts them: a jax subprocess, ~3 s."""
+    probe = "import jax.numpy as jnp; jnp.zeros(2).block_until_ready()"
+    try:
+        proc = subprocess.run([sys.executable, "-c", probe], env=dict(env, XLA_FLAGS=flags),
+                              capture_output=True, text=True, timeout=120)
+    except subprocess.TimeoutExpired:
+        return "the check timed out"
+    if proc.returncode == 0:
+        return ""
+    lines = (proc.stderr or proc.stdout).strip().splitlines()
+    return lines[-1] if lines else f"rc {proc.returncode}"
+
+
 def main(argv=None) -> dict:
+    argv = list(sys.argv[1:] if argv is None else argv)
     p = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.split("\n\n")[0])
     p.add_argument("--only", nargs="*", help="workload names to run (default: all)")
     p.add_argument("--sweep", action="store_true", help="also run attention over batch x sequence")
@@ -303,7 +467,23 @@ def main(argv=None) -> dict:
     p.add_argument("--frameworks", nargs="*", default=list(FRAMEWORKS), choices=FRAMEWORKS)
     p.add_argument("--out", default="results", help="directory for benchmarks.json and benchmarks.png")
     p.add_argument("--no-plot", action="store_true")
+    p.add_argument("--markdown", action="store_true",
+                   help="print only the Markdown block (host, limits, table) and write it to benchmarks.md; "
+                        "progress goes to stderr")
+    p.add_argument("--no-xla-probe", action="store_true",
+                   help="do not read XLA's generated code (a jax subprocess dumping its IR)")
+    p.add_argument("--cpu", help="run in a subprocess with minixla targeting this LLVM CPU (e.g. haswell: "
+                                 "AVX2, no AVX-512) and XLA held to its ISA; results in benchmarks_CPU.json")
+    p.add_argument("--features", help="with --cpu: LLVM target features for minixla (MINIXLA_LLVM_FEATURES)")
+    p.add_argument("--xla-max-isa", help="with --cpu: XLA's --xla_cpu_max_isa (default: from the CPU name)")
     a = p.parse_args(argv)
+    if a.features and not a.cpu:
+        p.error("--features needs --cpu")
+    if a.cpu and not os.environ.get(_CHILD_ENV):
+        return run_restricted(a, argv)
+    tag = f"_{_restricted_name(a)}" if a.cpu else ""
+    log = (lambda *m: print(*m, file=sys.stderr)) if a.markdown else print
+    out_print = (lambda *m: None) if a.markdown else print
 
     workloads = [] if a.sweep_only else W.workloads(a.scale)
     if a.only:
@@ -312,28 +492,39 @@ def main(argv=None) -> dict:
             p.error(f"unknown workload(s) {sorted(unknown)}; choose from {[w.name for w in workloads]}")
         workloads = [w for w in workloads if w.name in a.only]
     suite = run_suite(workloads, scale=a.scale, repeat=a.repeat, min_sample_ms=a.min_sample_ms,
-                      settle_ms=a.settle_ms, compile_repeat=a.compile_repeat, quick_limits=a.quick_limits, frameworks=a.frameworks)
+                      settle_ms=a.settle_ms, compile_repeat=a.compile_repeat, quick_limits=a.quick_limits,
+                      frameworks=a.frameworks, log=log, xla_probe=not a.no_xla_probe)
+    markdown = []
     if workloads:
-        print()
-        print(format_table(suite))
+        markdown.append(format_table(suite))
+        out_print()
+        out_print(markdown[-1])
     if a.sweep or a.sweep_only:
         # numpy is left out: eager batched attention at sequence 1024 takes seconds per call.
         fws = [f for f in a.frameworks if f != "numpy"]
         sweep = run_suite(W.sweep_workloads(), repeat=max(3, a.repeat // 3), min_sample_ms=a.min_sample_ms,
-                          settle_ms=a.settle_ms, compile_repeat=0, frameworks=fws, limits=suite["limits"])
+                          settle_ms=a.settle_ms, compile_repeat=0, frameworks=fws, limits=suite["limits"],
+                          log=log, code=False, xla_probe=False)
         suite["sweep"] = sweep["results"]
-        print("\nAttention sweep (4 heads, d 64), minixla / jax.jit:\n")
-        print(format_sweep(sweep["results"]))
-        print()
-        print(format_table(sweep).split("\n", 2)[2])
+        markdown += ["Attention sweep (4 heads, d 64), minixla / jax.jit:", format_sweep(sweep["results"]),
+                     format_table(sweep, header=False)]
+        out_print("\nAttention sweep (4 heads, d 64), minixla / jax.jit:\n")
+        out_print(format_sweep(sweep["results"]))
+        out_print()
+        out_print(format_table(sweep, header=False))
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "benchmarks.json").write_text(json.dumps(suite, indent=1, default=_json_default))
-    print(f"\nwrote {out / 'benchmarks.json'}")
+    (out / f"benchmarks{tag}.json").write_text(json.dumps(suite, indent=1, default=_json_default))
+    log(f"\nwrote {out / f'benchmarks{tag}.json'}")
+    if a.markdown:
+        text = "\n\n".join(markdown) + "\n"
+        (out / f"benchmarks{tag}.md").write_text(text)
+        print(text, end="")
+        log(f"wrote {out / f'benchmarks{tag}.md'}")
     if not a.no_plot and suite["results"]:
-        path = plot(suite, out / "benchmarks.png")
+        path = plot(suite, out / f"benchmarks{tag}.png")
         if path:
-            print(f"wrote {path}")
+            log(f"wrote {path}")
     return suite
 
 

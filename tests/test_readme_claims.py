@@ -32,3 +32,26 @@ def test_readme_spmd_partitioner_example():
                   out_specs=P(), args=(x, w1, w2))
     assert m.to_string() == shown
     np.testing.assert_allclose(evaluate_partitioned(m, x, w1, w2), np.tanh(x @ w1) @ w2, rtol=1e-6)
+
+
+def test_performance_tables_name_their_host():
+    # "the table says which host it came from": every table of the current harness in the
+    # Performance section follows its host report (CPU, LLVM target, vector ISA, threads), has
+    # the harness's columns, and the section gives the one-line commands that regenerate them.
+    import pathlib
+    import re
+
+    from benchmarks import run
+
+    readme = (pathlib.Path(__file__).parent.parent / "README.md").read_text()
+    section = readme.split("\n## Performance\n", 1)[1].split("\n### Training steps\n", 1)[0]
+    assert "`python -m benchmarks --markdown`" in section and "`python -m benchmarks --cpu haswell --markdown`" in section
+    columns = run.format_table({"limits": {}, "results": []}, header=False).splitlines()[0]
+    blocks = section.split(columns)
+    assert len(blocks) == 3, "the host table and the restricted (AVX2) table"
+    for before in blocks[:-1]:
+        host = before.rsplit("\n- Host: ", 1)[1]
+        assert re.search(r"\n- minixla: LLVM [\d.]+ \(llvmlite [\d.]+\) targets `[\w-]+` .*features, \d+ thread", host)
+        assert re.search(r"\n- XLA:CPU: jax [\d.]+ / jaxlib [\d.]+, \d+ intra-op thread", host)
+        assert "15 interleaved rounds" in host and "10th..90th percentile" in host
+    assert "targets `haswell` (restricted" in blocks[1]
