@@ -183,6 +183,23 @@ def test_dot_with_fused_tail_is_one_gemm_kernel():
     close_to_jax(exe(x, w, b)[0], jnp.maximum(jnp.matmul(x, w) + b, 0.0), 33)
 
 
+def test_gemm_prefer_vector_width_is_local_to_gemm_kernels(monkeypatch):
+    """``gemm.PREFER_VECTOR_WIDTH`` gives the GEMM kernel (its packing and tail loops) LLVM's
+    ``"prefer-vector-width"`` attribute -- and no other kernel -- without changing a bit."""
+    from minixla.backends.llvm import kernel_cache
+    x, w, b = randn(20, 33), randn(33, 70), randn(70)
+    f = lambda x, w, b: (mnp.maximum(mnp.matmul(x, w) + b, 0.0), mnp.exp(b) * 2.0)  # noqa: E731
+    plain = compiled(f, x, w, b)
+    monkeypatch.setattr(G, "PREFER_VECTOR_WIDTH", 512)
+    kernel_cache.clear()
+    wide = compiled(f, x, w, b)
+    attr = '"prefer-vector-width"="512"'
+    defines = [line for line in wide.llvm_ir.splitlines() if line.startswith("define")]
+    assert attr not in plain.llvm_ir and sum(attr in line for line in defines) == 1
+    for got, want in zip(wide(x, w, b), plain(x, w, b)):
+        np.testing.assert_array_equal(got, want)
+
+
 def test_k_blocking_beats_one_running_sum():
     """The K-blocked accumulation (blocks of KC, then added) is more accurate than one
     sequential float32 sum over K, measured against float64."""

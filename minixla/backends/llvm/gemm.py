@@ -51,6 +51,7 @@ argument, compiled once per process (XLA:CPU's runtime matmul).
 """
 from __future__ import annotations
 
+import math
 import threading
 from dataclasses import dataclass
 from typing import Callable
@@ -96,6 +97,10 @@ KC = 128
 MAX_ROWS_PER_UNIT = 256
 #: software-prefetch the next tile's A strip (see ``emit_prefetch_next_tile``)
 PREFETCH = True
+#: the vector width (bits) LLVM's vectorizers use in a GEMM kernel's own loops (packing B,
+#: the fused tail); None: the host's preference (256 on Intel AVX-512 hosts). The register
+#: tile uses explicit ``LANES``-wide vectors either way.
+PREFER_VECTOR_WIDTH = None
 
 
 def lanes(dtype) -> int:
@@ -138,11 +143,12 @@ class Gemm:
         self.t_blocks = -(-self.T // self.tb)
         # Row chunks: at most MAX_ROWS_PER_UNIT rows, and enough units to feed the threads.
         # (a multiple of every tile height, so only the last chunk has a partial tile)
-        rows = -(-self.M // TALL_MR) * TALL_MR
-        chunk = min(rows, MAX_ROWS_PER_UNIT)
+        step = math.lcm(MR, TALL_MR, TALL_MR2)
+        rows = -(-self.M // step) * step
+        chunk = min(rows, MAX_ROWS_PER_UNIT // step * step)
         want = 4 * self.threads
         while self.batch * self.panels * (-(-self.M // chunk)) < want and chunk > 8 * MR:
-            chunk = max(8 * MR, -(-(chunk // 2) // TALL_MR) * TALL_MR)
+            chunk = max(-(-8 * MR // step) * step, -(-(chunk // 2) // step) * step)
         self.rows_per_unit = chunk
         self.row_chunks = -(-self.M // chunk)
 
@@ -465,7 +471,16 @@ def emit_gemm(builder: ir.IRBuilder, g: Gemm, out, lo, hi, alloca) -> None:
         return
     if g.T * g.C == 0:
         raise ValueError("emit_gemm needs K > 0 (the caller zero-fills an empty contraction)")
+    if PREFER_VECTOR_WIDTH:
+        set_prefer_vector_width(builder.function, PREFER_VECTOR_WIDTH)
     _Emitter(builder, g, out, alloca).emit_units(lo, hi)
+
+
+def set_prefer_vector_width(fn: ir.Function, bits: int) -> None:
+    """Give ``fn`` LLVM's ``"prefer-vector-width"`` attribute (the loop vectorizer's width).
+    (llvmlite's attribute set only takes enum attributes: the string attribute goes in
+    through ``set.add``; it prints inline in the ``define``.)"""
+    set.add(fn.attributes, f'"prefer-vector-width"="{bits}"')
 
 
 def supported_dtype(dtype) -> bool:
