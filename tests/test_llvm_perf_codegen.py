@@ -183,6 +183,33 @@ def test_dot_with_fused_tail_is_one_gemm_kernel():
     close_to_jax(exe(x, w, b)[0], jnp.maximum(jnp.matmul(x, w) + b, 0.0), 33)
 
 
+@pytest.mark.parametrize("case", ["plain", "batched"])
+def test_packed_transposed_lhs_is_bit_identical(case, monkeypatch):
+    """A weight-gradient dot ``x.T @ g`` with a fused tail packs its strided lhs into MR-row
+    panels (``gemm.Gemm.pack_a``): the same FMAs in the same order, so bit-identical to the
+    unpacked kernel, with a partial last tile (M % 4), rows past the last whole vector
+    (M % 16), an edge panel, several K blocks, and a batch dimension; against float64."""
+    from minixla.backends.llvm import kernel_cache
+    if case == "plain":
+        x, g, w = randn(300, 45), randn(300, 104), randn(45, 104)
+        f = lambda x, g, w: w - 0.01 * (x.T @ g)  # noqa: E731
+        ref = np.asarray(w, np.float64) - 0.01 * (np.asarray(x, np.float64).T @ g)
+    else:
+        x, g, w = randn(2, 20, 37), randn(2, 20, 100), randn(2, 37, 100)
+        f = lambda x, g, w: w - 0.01 * mnp.einsum("bkm,bkn->bmn", x, g)  # noqa: E731
+        ref = w - 0.01 * np.einsum("bkm,bkn->bmn", x.astype(np.float64), g)
+    seen = []
+    real = G.emit_gemm
+    monkeypatch.setattr(G, "emit_gemm", lambda b, gm, *a: (seen.append(gm.pack_a), real(b, gm, *a))[1])
+    packed = compiled(f, x, g, w)
+    monkeypatch.setattr(G, "PACK_A", False)
+    kernel_cache.clear()
+    plain = compiled(f, x, g, w)
+    assert seen == [True, False] and [k["strategy"] for k in packed.kernels()] == ["gemm"]
+    np.testing.assert_array_equal(packed(x, g, w)[0], plain(x, g, w)[0])
+    np.testing.assert_allclose(packed(x, g, w)[0], ref, rtol=1e-4, atol=1e-4)
+
+
 def test_gemm_prefer_vector_width_is_local_to_gemm_kernels(monkeypatch):
     """``gemm.PREFER_VECTOR_WIDTH`` gives the GEMM kernel (its packing and tail loops) LLVM's
     ``"prefer-vector-width"`` attribute -- and no other kernel -- without changing a bit."""
