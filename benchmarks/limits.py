@@ -125,7 +125,7 @@ def _median_time(fn, repeat: int) -> float:
 
 def peak_fma_gflops(threads: int, repeat: int = 5, seconds: float = 0.05) -> float:
     """FLOP/s (in GFLOP/s) of independent vector FMAs on ``threads`` threads."""
-    jit = JitModule(_fma_ir(), ["fma_peak"])
+    jit = JitModule(_fma_ir(), ["fma_peak"], optimize=True)
     fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)(jit.addresses["fma_peak"])
     out = np.zeros(64, np.float32)  # the kernel stores its result at out[lo % 64]
     pool = thread_pool()
@@ -156,7 +156,7 @@ def copy_bandwidth_gbs(threads: int, megabytes: int = 256, repeat: int = 5) -> f
     src = np.ones(n, np.float32)
     dst = np.zeros(n, np.float32)
     table = np.array([src.ctypes.data, dst.ctypes.data], np.uint64)
-    jit = JitModule(_COPY_IR, ["copy"])
+    jit = JitModule(_COPY_IR, ["copy"], optimize=True)  # (vectorized: see JitModule)
     fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)(jit.addresses["copy"])
     units = n // _COPY_CHUNK
     pool = thread_pool()

@@ -126,6 +126,10 @@ def test_library_dot_routine_is_compiled_once_per_process():
     exe = compiled(lambda a, b: a @ b, randn(50, 90), randn(90, 60))
     assert G._library[dot_library.routine_name(np.float32)] is routine
     assert "call void @minixla_dot_f32(" in exe.optimized_llvm_ir
+    # Regression: the library (micro-kernels, the dot routine) was JIT-compiled without -O3
+    # (a module with no linked kernel skipped the optimizer): every FMA's accumulator went
+    # through the stack and the GEMM ran at a third of its speed.
+    assert G._library and all(jit.optimized for jit in G._library.values())
 
 
 @pytest.mark.parametrize("dn", [
@@ -177,6 +181,50 @@ def test_dot_with_fused_tail_is_one_gemm_kernel():
     (kernel,) = exe.kernels()
     assert kernel["kind"] == "kOutput" and kernel["strategy"] == "gemm"
     close_to_jax(exe(x, w, b)[0], jnp.maximum(jnp.matmul(x, w) + b, 0.0), 33)
+
+
+@pytest.mark.parametrize("case", ["plain", "batched"])
+def test_packed_transposed_lhs_is_bit_identical(case, monkeypatch):
+    """A weight-gradient dot ``x.T @ g`` with a fused tail packs its strided lhs into MR-row
+    panels (``gemm.Gemm.pack_a``): the same FMAs in the same order, so bit-identical to the
+    unpacked kernel, with a partial last tile (M % 4), rows past the last whole vector
+    (M % 16), an edge panel, several K blocks, and a batch dimension; against float64."""
+    from minixla.backends.llvm import kernel_cache
+    if case == "plain":
+        x, g, w = randn(300, 45), randn(300, 104), randn(45, 104)
+        f = lambda x, g, w: w - 0.01 * (x.T @ g)  # noqa: E731
+        ref = np.asarray(w, np.float64) - 0.01 * (np.asarray(x, np.float64).T @ g)
+    else:
+        x, g, w = randn(2, 20, 37), randn(2, 20, 100), randn(2, 37, 100)
+        f = lambda x, g, w: w - 0.01 * mnp.einsum("bkm,bkn->bmn", x, g)  # noqa: E731
+        ref = w - 0.01 * np.einsum("bkm,bkn->bmn", x.astype(np.float64), g)
+    seen = []
+    real = G.emit_gemm
+    monkeypatch.setattr(G, "emit_gemm", lambda b, gm, *a: (seen.append(gm.pack_a), real(b, gm, *a))[1])
+    packed = compiled(f, x, g, w)
+    monkeypatch.setattr(G, "PACK_A", False)
+    kernel_cache.clear()
+    plain = compiled(f, x, g, w)
+    assert seen == [True, False] and [k["strategy"] for k in packed.kernels()] == ["gemm"]
+    np.testing.assert_array_equal(packed(x, g, w)[0], plain(x, g, w)[0])
+    np.testing.assert_allclose(packed(x, g, w)[0], ref, rtol=1e-4, atol=1e-4)
+
+
+def test_gemm_prefer_vector_width_is_local_to_gemm_kernels(monkeypatch):
+    """``gemm.PREFER_VECTOR_WIDTH`` gives the GEMM kernel (its packing and tail loops) LLVM's
+    ``"prefer-vector-width"`` attribute -- and no other kernel -- without changing a bit."""
+    from minixla.backends.llvm import kernel_cache
+    x, w, b = randn(20, 33), randn(33, 70), randn(70)
+    f = lambda x, w, b: (mnp.maximum(mnp.matmul(x, w) + b, 0.0), mnp.exp(b) * 2.0)  # noqa: E731
+    plain = compiled(f, x, w, b)
+    monkeypatch.setattr(G, "PREFER_VECTOR_WIDTH", 512)
+    kernel_cache.clear()
+    wide = compiled(f, x, w, b)
+    attr = '"prefer-vector-width"="512"'
+    defines = [line for line in wide.llvm_ir.splitlines() if line.startswith("define")]
+    assert attr not in plain.llvm_ir and sum(attr in line for line in defines) == 1
+    for got, want in zip(wide(x, w, b), plain(x, w, b)):
+        np.testing.assert_array_equal(got, want)
 
 
 def test_k_blocking_beats_one_running_sum():

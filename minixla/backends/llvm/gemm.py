@@ -16,11 +16,21 @@ Why it is written this way (measured; LLVM does not tile loops by itself):
 * **Register tile.** ``MR`` rows x ``NV`` vectors of ``LANES`` columns of accumulators stay in
   registers over a block of K: per step, ``NV`` vector loads of B, ``MR`` broadcasts of A and
   ``MR * NV`` ``llvm.fma`` -- with 4 x 4 ``<16 x float>`` (21 of 32 zmm registers) that is
-  about one load per two FMAs: one core runs a 256x1024x1024 matmul at ~93% of its FMA peak.
+  about one load per two FMAs: one core runs a 256x1024x1024 matmul at ~93% of its FMA peak
+  on a Zen 4. On the Intel AVX-512 host (``rocketlake`` to LLVM) the tile alone, its data in
+  L1, runs at ~85-100 GFLOP/s per core and whole GEMMs at 55-65 (XLA's Eigen: 53-72), per
+  CPU-second, one thread. 6 x 4, 8 x 2 and 12 x 2 tiles measured no faster than 4 x 4, nor
+  did 512-bit vectors in the kernel's own loops (``PREFER_VECTOR_WIDTH``).
 * **Packing.** Per K block, the ``KC x NR`` panel of B is copied into a contiguous,
   64-byte-aligned stack buffer (32 KiB for f32: it stays in L1). This also makes a transposed
   B (``q @ k.T``) as fast as a plain one, and avoids the 4 KiB-stride cache-set conflicts
   of walking down a column of a wide row-major matrix.
+* **Packing a strided A.** A weight gradient ``x.T @ dy`` reads its lhs down the columns
+  (``a_stride`` = a row of x): per unit and K block, that block of A is copied into
+  ``MR``-row panels (``c``-major, ``MR`` rows side by side: one vector load of x's row gives
+  ``lanes / MR`` panels' pieces), shared by a group of column panels, and the tile reads it
+  as ``MR`` contiguous elements per ``c``. Measured 8-10% on the MLP's 1024x1024 and
+  1024x256 weight gradients (K = 256), bit-identical.
 * **K blocking for accuracy.** Each K block of ``KC`` starts from zero accumulators and is
   then added to the output, so the rounding error grows like ``KC + K / KC`` rather than
   ``K``: on a 2048-long dot it is 2-4x smaller than one running sum, in line with
@@ -43,7 +53,9 @@ keeps what is specific to it: the unit loop, packing B (which may compute a fuse
 the row pointers of A (a convolution's padding taps point at a row of zeros), the prefetch and
 the fused tail. Measured: a GEMM kernel cost 30-40 ms of LLVM time with the tile inlined,
 15-20 ms calling the routine (the tail and prefetch are loops too, not ``MR`` unrolled copies);
-the call, once per ~1000-cycle tile, showed no slowdown in the benchmarks.
+the call, once per ~1000-cycle tile, showed no slowdown in the benchmarks. The library is
+compiled with ``-O3`` (``JitModule(optimize=True)``): without it, every accumulator went
+through the stack (a load and a store around each FMA) and every GEMM ran at a third of its speed.
 
 A *plain* dot (nothing fused into it) gets a kernel that is a single call of
 ``dot_library.py``'s routine: this same algorithm with every size and stride a run-time
@@ -51,6 +63,7 @@ argument, compiled once per process (XLA:CPU's runtime matmul).
 """
 from __future__ import annotations
 
+import math
 import threading
 from dataclasses import dataclass
 from typing import Callable
@@ -96,6 +109,15 @@ KC = 128
 MAX_ROWS_PER_UNIT = 256
 #: software-prefetch the next tile's A strip (see ``emit_prefetch_next_tile``)
 PREFETCH = True
+#: the vector width (bits) LLVM's vectorizers use in a GEMM kernel's own loops (packing B,
+#: the fused tail); None: the host's preference (256 on Intel AVX-512 hosts). The register
+#: tile uses explicit ``LANES``-wide vectors either way.
+PREFER_VECTOR_WIDTH = None
+#: pack a strided A (a dot's lhs contracted along its major dim: ``x.T @ dy``) per K block
+#: into contiguous ``MR``-row panels shared by a group of column panels (see ``Gemm.pack_a``)
+PACK_A = True
+#: the most column panels that share one packed A block
+MAX_PANEL_GROUP = 8
 
 
 def lanes(dtype) -> int:
@@ -114,6 +136,8 @@ class Gemm:
       b_elem: ``b_elem(b, bb, t, c, n)`` -> the B element (register value), for packing.
       tail: None, or ``tail(b, bb, m, n, acc)`` -> the fused tail's value for one output element.
       threads: how many threads the units should feed.
+      a_row_stride: element stride of A along ``m`` when it is one (None: unknown), which
+        lets a strided A be packed (``pack_a``).
     """
     dtype: np.dtype
     batch: int
@@ -126,6 +150,7 @@ class Gemm:
     b_elem: Callable
     tail: Callable | None
     threads: int = 1
+    a_row_stride: int | None = None
 
     def __post_init__(self):
         self.lanes = lanes(self.dtype)
@@ -138,13 +163,31 @@ class Gemm:
         self.t_blocks = -(-self.T // self.tb)
         # Row chunks: at most MAX_ROWS_PER_UNIT rows, and enough units to feed the threads.
         # (a multiple of every tile height, so only the last chunk has a partial tile)
-        rows = -(-self.M // TALL_MR) * TALL_MR
-        chunk = min(rows, MAX_ROWS_PER_UNIT)
+        step = math.lcm(MR, TALL_MR, TALL_MR2)
+        rows = -(-self.M // step) * step
+        chunk = min(rows, MAX_ROWS_PER_UNIT // step * step)
         want = 4 * self.threads
         while self.batch * self.panels * (-(-self.M // chunk)) < want and chunk > 8 * MR:
-            chunk = max(8 * MR, -(-(chunk // 2) // TALL_MR) * TALL_MR)
+            chunk = max(-(-8 * MR // step) * step, -(-(chunk // 2) // step) * step)
         self.rows_per_unit = chunk
         self.row_chunks = -(-self.M // chunk)
+        # A strided A (``a_stride != 1``: a weight gradient ``x.T @ dy`` reads x down its
+        # columns) is packed per unit and K block into ``MR``-row panels (``emit_pack_a``):
+        # a tile otherwise walks KC rows of x a whole row apart (for a 4 KiB row, the same L1
+        # set). The packed block serves ``panel_group`` column panels (as many as leave enough
+        # units for the threads), so the copy costs a few percent of the FMAs. Every panel must
+        # use ``MR``-row tiles (the packing's interleave), A's rows must be contiguous.
+        edge = self.N % self.NR
+        self.pack_a = (PACK_A and self.T == 1 and self.a_stride != 1 and self.a_row_stride == 1
+                       and self.tile_rows(self.NR) == MR and (not edge or self.tile_rows(edge) == MR))
+        group = 1
+        if self.pack_a:
+            base = self.batch * self.row_chunks
+            while (group * 2 <= min(self.panels, MAX_PANEL_GROUP)
+                   and base * -(-self.panels // (group * 2)) >= want):
+                group *= 2
+        self.panel_group = group
+        self.panel_groups = -(-self.panels // group)
 
     def tile_rows(self, width: int) -> int:
         """The register tile's rows for a panel of ``width`` columns."""
@@ -154,7 +197,7 @@ class Gemm:
 
     @property
     def units(self) -> int:
-        return self.batch * self.row_chunks * self.panels
+        return self.batch * self.row_chunks * self.panel_groups
 
     @property
     def flops(self) -> int:
@@ -244,7 +287,10 @@ def library_routine(name: str, emit) -> str:
             from minixla.backends.llvm.target import JitModule
             module = ir.Module(name=name)
             emit(module)
-            jit = JitModule(str(module), [name])
+            # (optimize=True: a module without linked kernels is not optimized by default,
+            # and an unoptimized micro-kernel keeps its accumulators on the stack -- a load
+            # and a store around every FMA, measured 3x slower)
+            jit = JitModule(str(module), [name], optimize=True)
             llvm_binding.add_symbol(name, jit.addresses[name])
             _library[name] = jit
     return name
@@ -325,6 +371,10 @@ class _Emitter:
         self.pack.align = 64
         # A's row pointers for one tile and K block (taps x rows), the micro-kernel's argument.
         self.rows = alloca(T.PTR, "rows", g.tb * max(MR, TALL_MR))
+        self.apack = None
+        if g.pack_a:
+            self.apack = alloca(self.ety, "apack", g.rows_per_unit * KC)
+            self.apack.align = 64
         self.b_mul = lambda x, y: self.b.mul(x, y, flags=("nsw", "nuw"))
         self.b_add = lambda x, y: self.b.add(x, y, flags=("nsw", "nuw"))
 
@@ -347,7 +397,7 @@ class _Emitter:
                     b.store(zero, self.gep(self.pack, self.b_add(row, T.i64(n))))
 
     # -- the register tile --------------------------------------------------------------
-    def emit_tile(self, bb, m0, mr: int, t0, tb, c0, cb, j0, width: int, first, last):
+    def emit_tile(self, bb, m0, mr: int, t0, tb, c0, cb, j0, width: int, first, last, row_lo=None):
         """Accumulate the ``mr x width`` tile at (m0, j0) over one K block, add it to ``out``
         (or store it, on the first block) -- a call of the library micro-kernel -- and apply
         the tail after the last block."""
@@ -360,15 +410,23 @@ class _Emitter:
             fn = ir.Function(b.module, micro_kernel_type(g.dtype), name=name)
         if PREFETCH and g.T == 1 and g.a_stride == 1 and mr == g.tile_rows(width):
             self.emit_prefetch_next_tile(bb, m0, c0, mr)
-        with for_loop(b, 0, tb, "kt") as t:
-            tt = self.b_add(t0, t)
-            slot = self.b_mul(t, T.i64(mr))
+        if self.apack is not None:  # (T == 1, mr <= MR) the tile's panel of the packed block
+            panel = self.gep(self.apack, self.b_mul(b.udiv(b.sub(m0, row_lo), T.i64(MR)), T.i64(KC * MR)))
             for r in range(mr):
-                row = self.gep(g.a_row(b, bb, self.b_add(m0, T.i64(r)), tt), self.b_mul(c0, T.i64(g.a_stride)))
-                b.store(row, self.gep(self.rows, self.b_add(slot, T.i64(r)), T.PTR))
+                b.store(self.gep(panel, T.i64(r)), self.gep(self.rows, T.i64(r), T.PTR))
+            a_stride = T.i64(MR)
+        else:
+            with for_loop(b, 0, tb, "kt") as t:
+                tt = self.b_add(t0, t)
+                slot = self.b_mul(t, T.i64(mr))
+                for r in range(mr):
+                    row = self.gep(g.a_row(b, bb, self.b_add(m0, T.i64(r)), tt),
+                                   self.b_mul(c0, T.i64(g.a_stride)))
+                    b.store(row, self.gep(self.rows, self.b_add(slot, T.i64(r)), T.PTR))
+            a_stride = T.i64(g.a_stride)
         row0 = self.b_mul(self.b_add(self.b_mul(bb, T.i64(g.M)), m0), T.i64(g.N))
         tile = self.gep(self.out, self.b_add(row0, j0))
-        b.call(fn, [self.rows, T.i64(g.a_stride), self.pack, tb, cb, tile, T.i64(g.N), first, T.i64(n_last)])
+        b.call(fn, [self.rows, a_stride, self.pack, tb, cb, tile, T.i64(g.N), first, T.i64(n_last)])
         if g.tail is not None:
             # (one loop over the rows, not ``mr`` copies: a copy of the vectorized tail each
             # cost compile time and ran no faster)
@@ -405,8 +463,8 @@ class _Emitter:
                             ir.Constant(ir.IntType(32), 1)])
 
     # -- one unit -------------------------------------------------------------------------
-    def emit_panel(self, bb, row_lo, row_hi, j0, width: int):
-        """All K blocks of the column panel at ``j0`` for rows ``[row_lo, row_hi)``."""
+    def emit_k_blocks(self):
+        """A loop over the K blocks; yields ``(t0, tb, c0, cb, first, last)`` of each."""
         b, g = self.b, self.g
         last_t, last_c = T.i64(g.t_blocks - 1), T.i64(g.c_blocks - 1)
         with for_loop(b, 0, g.t_blocks, "bt") as bt, for_loop(b, 0, g.c_blocks, "bc") as bc:
@@ -415,29 +473,99 @@ class _Emitter:
             cb = _min(b, T.i64(g.cb), b.sub(T.i64(g.C), c0))
             first = b.and_(b.icmp_unsigned("==", bt, T.i64(0)), b.icmp_unsigned("==", bc, T.i64(0)))
             last = b.and_(b.icmp_unsigned("==", bt, last_t), b.icmp_unsigned("==", bc, last_c))
-            self.emit_pack(bb, t0, tb, c0, cb, j0, width)
-            mr = g.tile_rows(width)
-            n_full = b.udiv(b.sub(row_hi, row_lo), T.i64(mr))
-            with for_loop(b, 0, n_full, "mt") as i:
-                self.emit_tile(bb, self.b_add(row_lo, self.b_mul(i, T.i64(mr))), mr, t0, tb, c0, cb, j0, width,
-                               first, last)
-            rest = g.M % mr
-            if rest:
-                with if_then(b, b.icmp_unsigned("==", row_hi, T.i64(g.M)), "mrest"):
-                    self.emit_tile(bb, T.i64(g.M - rest), rest, t0, tb, c0, cb, j0, width, first, last)
+            yield t0, tb, c0, cb, first, last
+
+    def emit_panel_block(self, bb, row_lo, row_hi, j0, width: int, t0, tb, c0, cb, first, last):
+        """One K block of the column panel at ``j0`` for rows ``[row_lo, row_hi)``: pack B, the tiles."""
+        b, g = self.b, self.g
+        self.emit_pack(bb, t0, tb, c0, cb, j0, width)
+        mr = g.tile_rows(width)
+        n_full = b.udiv(b.sub(row_hi, row_lo), T.i64(mr))
+        with for_loop(b, 0, n_full, "mt") as i:
+            self.emit_tile(bb, self.b_add(row_lo, self.b_mul(i, T.i64(mr))), mr, t0, tb, c0, cb, j0, width,
+                           first, last, row_lo)
+        rest = g.M % mr
+        if rest:
+            with if_then(b, b.icmp_unsigned("==", row_hi, T.i64(g.M)), "mrest"):
+                self.emit_tile(bb, T.i64(g.M - rest), rest, t0, tb, c0, cb, j0, width, first, last, row_lo)
+
+    def emit_panel(self, bb, row_lo, row_hi, j0, width: int):
+        """All K blocks of the column panel at ``j0`` for rows ``[row_lo, row_hi)``."""
+        for blk in self.emit_k_blocks():
+            self.emit_panel_block(bb, row_lo, row_hi, j0, width, *blk)
+
+    def emit_pack_a(self, bb, row_lo, row_hi, c0, cb):
+        """Pack A's block for the unit's rows and one K block, in ``MR``-row panels:
+        ``apack[i * KC * MR + c * MR + r] = A(bb, row_lo + i * MR + r)[c0 + c]`` (``T == 1``).
+
+        A is strided along ``c`` and contiguous along ``m`` (``a_row_stride == 1``): for each
+        ``c``, one vector load of ``lanes`` consecutive rows is split into ``lanes / MR``
+        stores of ``MR`` elements, one per panel. (An element-wise copy into a row-major block
+        cost ~10 cycles an element: 2.6 of the 14 ms of a 1024x1024x256 weight gradient.)"""
+        b, g = self.b, self.g
+        nl = g.lanes
+        vty = self.vty
+        sub = ir.VectorType(self.ety, MR)
+        per = nl // MR
+        panel_of = lambda m: self.b_mul(b.udiv(b.sub(m, row_lo), T.i64(MR)), T.i64(KC * MR))  # noqa: E731
+        n_vec = b.udiv(b.sub(row_hi, row_lo), T.i64(nl))
+        with for_loop(b, 0, n_vec, "as") as si:
+            m0 = self.b_add(row_lo, self.b_mul(si, T.i64(nl)))
+            src0 = g.a_row(b, bb, m0, T.i64(0))
+            dst0 = self.gep(self.apack, panel_of(m0))
+            with for_loop(b, 0, cb, "ac") as c:
+                v = b.load(self.gep(src0, self.b_mul(self.b_add(c0, c), T.i64(g.a_stride))), typ=vty)
+                v.align = self.item
+                for q in range(per):
+                    part = b.shuffle_vector(v, ir.Constant(vty, ir.Undefined),
+                                            ir.Constant(ir.VectorType(ir.IntType(32), MR),
+                                                        list(range(q * MR, (q + 1) * MR))))
+                    dst = self.gep(dst0, self.b_add(T.i64(q * KC * MR), self.b_mul(c, T.i64(MR))))
+                    st = b.store(part, b.bitcast(dst, sub.as_pointer()))
+                    st.align = MR * self.item
+        with for_loop(b, self.b_add(row_lo, self.b_mul(n_vec, T.i64(nl))), row_hi, "am") as m:
+            r = b.urem(b.sub(m, row_lo), T.i64(MR))
+            dst0 = self.gep(self.apack, self.b_add(panel_of(m), r))
+            with for_loop(b, 0, cb, "ac") as c:
+                v = b.load(self.gep(g.a_row(b, bb, m, T.i64(0)), self.b_mul(self.b_add(c0, c), T.i64(g.a_stride))),
+                           typ=self.ety)
+                b.store(v, self.gep(dst0, self.b_mul(c, T.i64(MR))))
+
+    def emit_panel_group(self, bb, row_lo, row_hi, gp):
+        """All K blocks of the panels of group ``gp``, A packed once per K block."""
+        b, g = self.b, self.g
+        full_panels = g.N // g.NR
+        first_panel = self.b_mul(gp, T.i64(g.panel_group))
+        end_panel = _min(b, self.b_add(first_panel, T.i64(g.panel_group)), T.i64(g.panels))
+        for t0, tb, c0, cb, first, last in self.emit_k_blocks():
+            self.emit_pack_a(bb, row_lo, row_hi, c0, cb)
+            with for_loop(b, first_panel, end_panel, "gp") as jp:
+                j0 = self.b_mul(jp, T.i64(g.NR))
+                blk = (t0, tb, c0, cb, first, last)
+                if full_panels == g.panels:
+                    self.emit_panel_block(bb, row_lo, row_hi, j0, g.NR, *blk)
+                else:
+                    with b.if_else(b.icmp_unsigned("<", jp, T.i64(full_panels))) as (then, otherwise):
+                        with then:
+                            if full_panels:
+                                self.emit_panel_block(bb, row_lo, row_hi, j0, g.NR, *blk)
+                        with otherwise:
+                            self.emit_panel_block(bb, row_lo, row_hi, j0, g.N - full_panels * g.NR, *blk)
 
     def emit_units(self, lo, hi):
         b, g = self.b, self.g
         full_panels = g.N // g.NR
         with for_loop(b, lo, hi, "u") as u:
-            jp = b.urem(u, T.i64(g.panels))
-            rest = b.udiv(u, T.i64(g.panels))
+            jp = b.urem(u, T.i64(g.panel_groups))
+            rest = b.udiv(u, T.i64(g.panel_groups))
             mc = b.urem(rest, T.i64(g.row_chunks))
             bb = b.udiv(rest, T.i64(g.row_chunks))
             row_lo = self.b_mul(mc, T.i64(g.rows_per_unit))
             row_hi = _min(b, self.b_add(row_lo, T.i64(g.rows_per_unit)), T.i64(g.M))
             j0 = self.b_mul(jp, T.i64(g.NR))
-            if full_panels == g.panels:
+            if g.pack_a:
+                self.emit_panel_group(bb, row_lo, row_hi, jp)
+            elif full_panels == g.panels:
                 self.emit_panel(bb, row_lo, row_hi, j0, g.NR)
             else:
                 is_full = b.icmp_unsigned("<", jp, T.i64(full_panels))
@@ -462,7 +590,16 @@ def emit_gemm(builder: ir.IRBuilder, g: Gemm, out, lo, hi, alloca) -> None:
         return
     if g.T * g.C == 0:
         raise ValueError("emit_gemm needs K > 0 (the caller zero-fills an empty contraction)")
+    if PREFER_VECTOR_WIDTH:
+        set_prefer_vector_width(builder.function, PREFER_VECTOR_WIDTH)
     _Emitter(builder, g, out, alloca).emit_units(lo, hi)
+
+
+def set_prefer_vector_width(fn: ir.Function, bits: int) -> None:
+    """Give ``fn`` LLVM's ``"prefer-vector-width"`` attribute (the loop vectorizer's width).
+    (llvmlite's attribute set only takes enum attributes: the string attribute goes in
+    through ``set.add``; it prints inline in the ``define``.)"""
+    set.add(fn.attributes, f'"prefer-vector-width"="{bits}"')
 
 
 def supported_dtype(dtype) -> bool:

@@ -465,8 +465,10 @@ def gemm_for_dot(kb, dot, root):
     def multi_of(b, bb, m, n):
         return delinearize(b, bb, bsizes) + delinearize(b, m, msizes) + delinearize(b, n, nsizes)
 
+    # (a plain dot calls the library routine, which does not pack A: no ``a_row_stride``)
+    plain = root is dot and dot_library_params(kb, dot) is not None
     return G.Gemm(dtype, batch, M, N, 1, K, a_row, a_stride, b_elem, _tail_fn(kb, root, dot, multi_of),
-                  kb.threads)
+                  kb.threads, a_row_stride=None if plain else _merged_stride(lhs, lf))
 
 
 def dot_library_params(kb, dot):

@@ -180,9 +180,13 @@ class JitModule:
         the wait for the workers.
       worker_modules: how many of ``objects`` the workers compiled.
       asm: the host assembly (computed on first access: printing it costs as much as codegen).
+
+    ``optimize``: run ``-O3`` on our own module; by default only when ``link`` is given (a
+    module of thunks needs none). A module holding compute code of its own -- the GEMM
+    library routines -- must pass True: unoptimized, every accumulator lives on the stack.
     """
 
-    def __init__(self, llvm_ir: str, function_names, link=(), objects=()):
+    def __init__(self, llvm_ir: str, function_names, link=(), objects=(), optimize=None):
         t0 = time.perf_counter()
         # (a worker request may bundle several modules, NUL-separated: see compile_worker.py)
         self._remote_texts = [text.split(BUNDLE_SEPARATOR) for text, _ in objects]
@@ -199,7 +203,8 @@ class JitModule:
             # in LLVM (llvmlite 0.50 allocates the pass builder's instrumentation callbacks
             # and never frees them), so with a compile worker the parent never runs it.
             compile_stats["jit_modules"] += 1
-            mod = self._optimized_module(llvm_ir, link) if link else parse(llvm_ir)
+            optimize = bool(link) if optimize is None else optimize
+            mod = self._optimized_module(llvm_ir, link) if optimize else parse(llvm_ir)
             self._engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), create_host_target_machine())
             main_code = host_target_machine().emit_object(mod)
             self._engine.add_object_file(llvm.ObjectFileRef.from_data(main_code))
@@ -222,6 +227,8 @@ class JitModule:
             self.addresses = {name: self._engine.get_function_address(name) for name in function_names}
         self.compile_ms = (time.perf_counter() - t0) * 1e3
         self._main = llvm_ir
+        #: whether LLVM's -O3 ran on our module (``optimize``)
+        self.optimized = optimize
         self._dump = None
         self._asm = None
 
