@@ -41,6 +41,7 @@ from minixla.backends.llvm import ir_types as T
 from minixla.backends.llvm import compile_server, kernel_cache
 from minixla.backends.llvm.control_flow import CONTROL_OPCODES, ControlContext, control_step
 from minixla.backends.llvm.kernels import DENORMAL_ATTRIBUTE, FLUSH_DENORMALS, emit_kernel
+from minixla.backends.llvm.target import kernel_attributes
 from minixla.backends.llvm.loops import with_loop_ids
 from minixla.backends.llvm.runtime import thread_pool
 from minixla.backends.llvm.target import JitModule, optimized_assembly
@@ -448,8 +449,12 @@ def _check_no_alias(kernel, keys):
 def _kernel_text(kmod: ir.Module) -> str:
     """A kernel module's IR text, with what llvmlite cannot emit patched in."""
     text = with_loop_ids(str(kmod))
-    if FLUSH_DENORMALS:  # llvmlite cannot add string attributes: put it on each kernel's ``define`` line
-        text = re.sub(r"\) nounwind noinline\n\{", f") nounwind noinline {DENORMAL_ATTRIBUTE}\n{{", text)
+    # llvmlite cannot add string attributes: put them on each kernel's ``define`` line
+    attrs = " ".join(([DENORMAL_ATTRIBUTE] if FLUSH_DENORMALS else []) + kernel_attributes())
+    if attrs:
+        # (llvmlite prints the attributes sorted: ``noinline nounwind``; either order matches)
+        text = re.sub(r"\) (noinline nounwind|nounwind noinline)\n\{", lambda m: f") {m.group(1)} {attrs}\n{{",
+                      text)
     return text
 
 
