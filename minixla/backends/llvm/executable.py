@@ -41,7 +41,6 @@ from minixla.backends.llvm import ir_types as T
 from minixla.backends.llvm import compile_server, kernel_cache
 from minixla.backends.llvm.control_flow import CONTROL_OPCODES, ControlContext, control_step
 from minixla.backends.llvm.kernels import DENORMAL_ATTRIBUTE, FLUSH_DENORMALS, emit_kernel
-from minixla.backends.llvm.target import kernel_attributes
 from minixla.backends.llvm.loops import with_loop_ids
 from minixla.backends.llvm.runtime import thread_pool
 from minixla.backends.llvm.target import JitModule, optimized_assembly
@@ -450,8 +449,8 @@ def _kernel_text(kmod: ir.Module) -> str:
     """A kernel module's IR text, with what llvmlite cannot emit patched in."""
     text = with_loop_ids(str(kmod))
     # llvmlite cannot add string attributes: put them on each kernel's ``define`` line
-    attrs = " ".join(([DENORMAL_ATTRIBUTE] if FLUSH_DENORMALS else []) + kernel_attributes())
-    if attrs:
+    if FLUSH_DENORMALS:
+        attrs = DENORMAL_ATTRIBUTE
         # (llvmlite prints the attributes sorted: ``noinline nounwind``; either order matches)
         text = re.sub(r"\) (noinline nounwind|nounwind noinline)\n\{", lambda m: f") {m.group(1)} {attrs}\n{{",
                       text)
