@@ -5,7 +5,7 @@
     MINIXLA_LLVM_CPU=haswell python -m benchmarks.elementwise_math   # AVX2-only code for minixla
 
 Rows: the suite's elementwise workloads (``chain8``, ``selu``, ``softmax`` from
-``benchmarks/workloads.py``) and one function each of ``exp``, ``tanh``, ``logistic``, ``log`` on
+``benchmarks/workloads.py``), issue 18's chain of 8 (``tanh(exp(tanh(x*2+1)*0.5)*x-0.25)+x``) and one function each of ``exp``, ``tanh``, ``logistic``, ``log`` on
 4M float32 elements (``log`` of ``|x| + 0.5``). Columns: minixla on the thread pool (``mx``),
 minixla on one thread (``mx1``, compiled with ``MINIXLA_NUM_THREADS=1``), ``jax.jit`` (XLA:CPU,
 all its threads); per element, ns and cycles (at the nominal clock of ``/proc/cpuinfo``); the
@@ -55,8 +55,13 @@ def _functions():
         from minixla import lax
         return lax.logistic(x)
 
+    def chain8_issue(ns, x):  # issue 18's chain of 8: two tanh and an exp
+        xnp = ns.np
+        return xnp.tanh(xnp.exp(xnp.tanh(x * np.float32(2) + np.float32(1)) * np.float32(0.5)) * x
+                        - np.float32(0.25)) + x
+
     normal = lambda r: r.standard_normal(N).astype(np.float32) * np.float32(2)  # noqa: E731
-    rows = [("chain8", W.chain8, normal), ("selu", W.selu, normal),
+    rows = [("chain8", W.chain8, normal), ("chain8_issue", chain8_issue, normal), ("selu", W.selu, normal),
             ("softmax", W.softmax, lambda r: r.standard_normal((4096, 1024)).astype(np.float32)),
             ("exp", unary("exp"), normal), ("tanh", unary("tanh"), normal),
             ("logistic", logistic, normal), ("log", unary("log", shift=True), normal)]
@@ -161,7 +166,7 @@ def run(only=None, rounds=15, batch_s=0.06):
                "max_rel_diff_vs_jax": err, "in_cache_ns_per_elem": best,
                "in_cache_cycles_per_elem": {k: v * ghz for k, v in best.items()}}
         results.append(row)
-        print(f"{name:9s} mx {row['ms']['mx']:7.3f} ms  mx1 {row['ms']['mx1']:7.3f}  jax {row['ms']['jax']:7.3f}"
+        print(f"{name:12s} mx {row['ms']['mx']:7.3f} ms  mx1 {row['ms']['mx1']:7.3f}  jax {row['ms']['jax']:7.3f}"
               f"  ratio mx/jax {row['ratio']:.2f} [{row['ratio_p25']:.2f}, {row['ratio_p75']:.2f}]"
               f"  ns/elem mx1 {row['ns_per_elem']['mx1']:.3f} ({row['cycles_per_elem']['mx1']:.2f} cyc)"
               f"  2T/1T {row['scaling']:.2f}  <{row['vector_width']} x float>"
