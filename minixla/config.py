@@ -31,6 +31,11 @@ minixla_jit_cache_size                          256          compiled signatures
 minixla_num_threads                             #CPUs        threads that split big kernels (read when
                                                              the thread pool starts: the first compile)
 minixla_compile_workers                         2 (1 core:0) compile worker processes (read when they start)
+minixla_llvm_cpu                                None (host)  LLVM CPU the code is generated for, e.g.
+                                                             ``haswell`` (AVX2, no AVX-512); read once,
+                                                             at the first compile
+minixla_llvm_features                           None         LLVM features on top of that CPU's (or the
+                                                             host's), e.g. ``+avx2,-avx512f``
 minixla_verify                                  False        run the HLO verifier after every pass
 minixla_dump                                    None         directory to dump every stage to
 minixla_dump_pass_re                            None         regex of the passes after which HLO is dumped
@@ -38,7 +43,8 @@ minixla_dump_pass_re                            None         regex of the passes
 
 Which options change generated code (and are therefore part of the persistent cache's key,
 see ``minixla.cache``): ``minixla_num_threads`` (through the thread pool's size, which decides
-which kernels are split and how). None of the others does: the verifier, dumps, workers and
+which kernels are split and how), ``minixla_llvm_cpu`` and ``minixla_llvm_features`` (through the
+cache key's target, ``minixla.backends.llvm.target.host_cpu()``). None of the others does: the verifier, dumps, workers and
 logging change how code is produced or reported, never the code.
 """
 from __future__ import annotations
@@ -124,6 +130,12 @@ _OPTIONS = [
            env_only=True, changes_code=True),
     Option("minixla_compile_workers", None, _int,
            "compile worker processes (default 2, 0 on one core); read when the workers start", env_only=True),
+    Option("minixla_llvm_cpu", None, _path,
+           "LLVM CPU name code is generated for (e.g. haswell: AVX2 only); default the host's;"
+           " read once, at the first compile", env_only=True, changes_code=True),
+    Option("minixla_llvm_features", None, _path,
+           "LLVM target features on top of the CPU's, e.g. '+avx2,-avx512f'; read once, at the"
+           " first compile", env_only=True, changes_code=True),
     Option("minixla_verify", False, _bool, "run the HLO verifier after every pass", env_only=True),
     Option("minixla_dump", None, _path, "directory the compile stages are dumped to", env_only=True),
     Option("minixla_dump_pass_re", None, _path, "regex of the passes after which HLO is dumped", env_only=True),

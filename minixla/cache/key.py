@@ -64,17 +64,17 @@ def versions() -> dict:
 
 
 def host_target() -> dict:
-    """The code's target: ``{"triple", "cpu", "features"}`` of this host, as LLVM sees it."""
+    """The code's target: ``{"triple", "cpu", "features"}`` the code is generated for (the host's
+    as LLVM sees it, or the ``minixla_llvm_cpu``/``minixla_llvm_features`` options')."""
     return _host_target()
 
 
 @functools.cache
 def _host_target() -> dict:
     from llvmlite import binding as llvm
-    from minixla.backends.llvm.target import _initialize
-    _initialize()
-    return {"triple": llvm.get_process_triple(), "cpu": llvm.get_host_cpu_name(),
-            "features": llvm.get_host_cpu_features().flatten()}
+    from minixla.backends.llvm.target import host_cpu
+    cpu, features = host_cpu()  # (minixla_llvm_cpu / minixla_llvm_features, else the host's)
+    return {"triple": llvm.get_process_triple(), "cpu": cpu, "features": features}
 
 
 def code_options() -> dict:

@@ -45,6 +45,7 @@ from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 
 from minixla.backends.llvm.compile_worker import REPLY, REQUEST, _read_exact
+from minixla.backends.llvm import target as llvm_target
 from minixla.backends.llvm.target import BUNDLE_SEPARATOR, interrupts_deferred
 
 #: seconds the parent waits for one kernel from the worker before compiling it itself
@@ -94,8 +95,12 @@ class CompileServer:
 
     def __init__(self):
         self.pid = os.getpid()
+        # The worker compiles for this process's target (read once here, whatever the
+        # environment says now): given as an explicit CPU name and feature string.
+        cpu, features = llvm_target.host_cpu()
+        env = dict(os.environ, **{llvm_target.CPU_ENV: cpu, llvm_target.FEATURES_ENV: features})
         self.proc = subprocess.Popen([sys.executable, "-c", _BOOT, _WORKER], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
         self.ready = threading.Event()
         self.alive = True
         self.retiring = False       # replaced by a fresh worker: takes no new request

@@ -454,8 +454,12 @@ def _check_no_alias(kernel, keys):
 def _kernel_text(kmod: ir.Module) -> str:
     """A kernel module's IR text, with what llvmlite cannot emit patched in."""
     text = with_loop_ids(str(kmod))
-    if FLUSH_DENORMALS:  # llvmlite cannot add string attributes: put it on each kernel's ``define`` line
-        text = re.sub(r"\) nounwind noinline\n\{", f") nounwind noinline {DENORMAL_ATTRIBUTE}\n{{", text)
+    # llvmlite cannot add string attributes: put them on each kernel's ``define`` line
+    if FLUSH_DENORMALS:
+        attrs = DENORMAL_ATTRIBUTE
+        # (llvmlite prints the attributes sorted: ``noinline nounwind``; either order matches)
+        text = re.sub(r"\) (noinline nounwind|nounwind noinline)\n\{", lambda m: f") {m.group(1)} {attrs}\n{{",
+                      text)
     return text
 
 

@@ -74,22 +74,12 @@ from llvmlite import ir
 
 from minixla.backends.llvm import ir_types as T
 from minixla.backends.llvm.loops import for_loop, if_then
+from minixla.backends.llvm.target import vector_register_bytes
 
-
-
-def _host_vector_bytes() -> int:
-    """The width of the host's vector registers: 64 (AVX-512), 32 (AVX2) or 16 (SSE, NEON)."""
-    try:
-        features = llvm_binding.get_host_cpu_features()
-    except RuntimeError:  # pragma: no cover - LLVM cannot tell on this host
-        return 16
-    if features.get("avx512f"):
-        return 64
-    return 32 if features.get("avx") else 16
 
 
 #: bytes of one vector register
-VECTOR_BYTES = _host_vector_bytes()
+VECTOR_BYTES = vector_register_bytes()
 #: rows of the register tile
 MR = 4
 #: vectors per row of the register tile: 4 x 4 accumulators + 4 loads + 1 broadcast fit the

@@ -99,6 +99,10 @@ class _Format:
     log_g: tuple
     # T(z) ~ (tanh(x) - x) / x^3, z = x^2 in [0, 0.625^2]
     tanh_t: tuple
+    # tanh(x) ~ x P(z) / Q(z), z = x^2, |x| <= tanh_clamp (f32 only; P(0) = Q(0) = 1)
+    tanh_p: tuple = ()
+    tanh_q: tuple = ()
+    tanh_clamp: float = 0.0
 
 
 _F32 = _Format(
@@ -112,6 +116,11 @@ _F32 = _Format(
     log_g=(0.66666687, 0.39988765, 0.29580513),
     # Remez, relative error 2^-22.9 (degree 4; tanh odd polynomial of degree 11)
     tanh_t=(-0.33333328, 0.13332771, -0.053850953, 0.020997357, -0.0060969414),
+    # minimax rational, relative error of the fit 2^-30.4 on [0, 8.5] (x P(x^2)/Q(x^2) of
+    # degree 11/8, the form of XLA's / Eigen's f32 tanh, fitted here: see _rational_fit)
+    tanh_p=(1.0, 0.13705368, 0.0039002984, 2.8657949e-05, 3.2176327e-08, -1.3415378e-11),
+    tanh_q=(1.0, 0.470387, 0.027362645, 0.00039951803, 1.3331522e-06),
+    tanh_clamp=8.5,
 )
 
 _F64 = _Format(
@@ -534,7 +543,20 @@ def emit_log1p(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
 def emit_tanh(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     """Hyperbolic tangent.
 
-    Method: on a = |x|
+    float32 -- method: a = min(|x|, 8.5) (NaN stays NaN); ``a P(a^2) / Q(a^2)`` with a
+    minimax rational of degree 11/8 (P(0) = Q(0) = 1 exactly, so tiny a returns a itself);
+    min(result, 1); ``copysign(result, x)``. 9 fma, 1 division, no exp: 17 vector
+    instructions instead of 40 for the exp-based form below (measured 1.2 -> 0.57 ns per
+    element, one core, 256-bit, in cache; see docs/elementwise_math.md). This is the form
+    XLA:CPU uses (``EmitFastTanh``: Eigen's degree 13/6 rational clamped at ~7.9), with our
+    own coefficients (``_rational_fit``).
+
+    Measured max error (f32): 4.82 ulp (every non-negative float below 10, exhaustively; the
+    function is odd and above 8.5 the result is exactly 1); XLA:CPU's tanh through ``jax.jit``:
+    4.64 ulp (every 7th float of [0, 12]). The error is the rounding of the two polynomials
+    and of the division near tanh ~ 1; the fit itself is 2^-30.4 relative (0.01 ulp).
+
+    float64 -- method: on a = |x|
     * a < 0.625: odd minimax polynomial ``a + a^3 T(a^2)`` (T of degree 4 for
       f32, 11 for f64), one final fma so tiny a returns a exactly;
     * a >= 0.625: ``1 - 2/(e^{2a} + 1)`` (no harmful cancellation: the result
@@ -543,19 +565,37 @@ def emit_tanh(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     then ``copysign(result, x)``.  Both sides are computed and one is
     selected, so the code stays branch-free.
 
-    Measured max error: f32 1.33 ulp (all 2^32 inputs), f64 1.34 ulp (1.2e7
-    random points: log-uniform |x| from 1e-30 to 30, uniform [-10, 10]); the
-    worst cases are just above 0.625, on the exp side.
+    Measured max error: f64 1.34 ulp (1.2e7 random points: log-uniform |x| from 1e-30 to
+    30, uniform [-10, 10]); the worst cases are just above 0.625, on the exp side. (The same
+    form in f32 measured 1.33 ulp over all inputs; it is ``_emit_tanh_via_exp``.)
 
     Special values: tanh(±0) = ±0, tanh(±inf) = ±1, tanh(nan) = nan,
-    tanh(tiny) = tiny (tanh(1e-20) = 1e-20, subnormals too), |x| > 9.01 (f32)
-    / 19.1 (f64) gives exactly ±1.
+    tanh(tiny) = tiny (tanh(1e-20) = 1e-20, subnormals too), |x| >= 8.5 (f32)
+    / > 19.1 (f64) gives exactly ±1.
 
     XLA counterpart: ``tanh``; XLA:CPU's ``GenerateVF32Tanh`` calls
     ``llvm_ir::EmitFastTanh`` (``xla/service/llvm_ir/math_ops.cc``): x itself
     for tiny |x|, otherwise a clamped odd rational approximation (Eigen's).
     """
     m = _Emitter(b, x)
+    if m.fmt.tanh_p:
+        return _emit_tanh_rational(m, x)
+    return _emit_tanh_via_exp(m, x)
+
+
+def _emit_tanh_rational(m: _Emitter, x):
+    f = m.fmt
+    a = m.fabs(x)
+    # (the ordered compare is false for NaN: NaN goes through and stays NaN)
+    a = m.select(m.b.fcmp_ordered(">", a, m.c(f.tanh_clamp)), m.c(f.tanh_clamp), a)
+    z = m.mul(a, a)
+    y = m.div(m.mul(a, m.horner(z, f.tanh_p)), m.horner(z, f.tanh_q))
+    y = m.select(m.b.fcmp_ordered(">", y, m.c(1.0)), m.c(1.0), y)  # rounding must not pass 1
+    return m.copysign(y, x)
+
+
+def _emit_tanh_via_exp(m: _Emitter, x):
+    b = m.b
     a = m.fabs(x)
     z = m.mul(a, a)
     small = m.fma(m.mul(a, z), m.horner(z, m.fmt.tanh_t), a)
@@ -653,6 +693,35 @@ def _remez(fn, lo, hi, degree, grid=4000, iters=30):
     return coeffs, max(abs(e) for e in err)
 
 
+def _rational_fit(fn, hi, num_degree, den_degree, points=6000, iters=60):
+    """x P(x^2) / Q(x^2) ~ fn(x) on (0, hi], P(0) = Q(0) = 1, minimizing the largest relative
+    error: Sanathanan-Koerner iterations (the linearized residual ``P - g Q`` divided by the
+    previous Q) with Lawson's reweighting towards minimax, in float64 on z = x^2 scaled to
+    [0, 1]. Returns (P, Q) coefficients in z and the fit's relative error."""
+    import numpy as np
+    t = np.cos(np.pi * (np.arange(points) + 0.5) / points)
+    x = np.sort(hi * (1 + t) / 2)
+    x = x[x > 1e-4]
+    g = np.array([float(fn(v)) for v in x]) / x  # fn(x) / x as a function of z
+    scale = hi * hi
+    u = x * x / scale
+    weights, q_prev, best = np.ones_like(u), np.ones_like(u), None
+    for _ in range(iters):
+        a = np.hstack([np.vander(u, num_degree + 1, increasing=True)[:, 1:],
+                       -g[:, None] * np.vander(u, den_degree + 1, increasing=True)[:, 1:]])
+        row = weights / (g * q_prev)
+        sol = np.linalg.lstsq(a * row[:, None], (g - 1) * row, rcond=None)[0]
+        p, q = np.r_[1.0, sol[:num_degree]], np.r_[1.0, sol[num_degree:]]
+        q_prev = np.polyval(q[::-1], u)
+        err = (np.polyval(p[::-1], u) / q_prev - g) / g
+        if best is None or np.abs(err).max() < best[0]:
+            best = (np.abs(err).max(), p, q)
+        weights = weights * np.sqrt(np.abs(err)) + 1e-300
+        weights /= weights.max()
+    e, p, q = best
+    return [c / scale ** k for k, c in enumerate(p)], [c / scale ** k for k, c in enumerate(q)], e
+
+
 def _derive_tables():  # pragma: no cover - run by hand
     import mpmath as mp
     import numpy as np
@@ -681,6 +750,10 @@ def _derive_tables():  # pragma: no cover - run by hand
                              for c in coeffs)
             print(f"{np_type.__name__} {name}=({vals})  # relative error "
                   f"2^{float(mp.log(err, 2)):.1f}")
+    p, q, err = _rational_fit(mp.tanh, float(_F32.tanh_clamp), 5, 4)
+    print("float32 tanh_p=(" + ", ".join(str(np.float32(c)) for c in p) + ")")
+    print("float32 tanh_q=(" + ", ".join(str(np.float32(c)) for c in q) + f")  # relative error "
+          f"2^{float(mp.log(err, 2)):.1f}")
     for np_type in (np.float32, np.float64):
         hi = np_type(float(ln2))
         print(np_type.__name__, "ln2_hi =", repr(float(hi)),

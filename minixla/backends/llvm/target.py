@@ -71,13 +71,104 @@ def _initialize():
     return True
 
 
-def create_host_target_machine():
-    """A fresh target machine for this CPU (``-march=native -O3``), usable by a JIT."""
+#: environment variables of the options ``minixla_llvm_cpu`` / ``minixla_llvm_features``
+#: (read here, not through ``minixla.config``: the compile worker loads this file alone)
+CPU_ENV, FEATURES_ENV = "MINIXLA_LLVM_CPU", "MINIXLA_LLVM_FEATURES"
+
+
+@functools.cache
+def host_cpu() -> tuple[str, str]:
+    """``(cpu name, feature string)`` the generated code targets -- the one place that decides.
+
+    Default: the host, as ``-march=native`` (``llvm.get_host_cpu_name()`` and every feature it
+    reports, e.g. ``"rocketlake"``, ``"+avx512f,+avx2,..."``). ``MINIXLA_LLVM_CPU`` names another
+    LLVM CPU (``haswell``: AVX2 and FMA, no AVX-512); its features are then the CPU's own, unless
+    ``MINIXLA_LLVM_FEATURES`` (LLVM's ``"+avx2,-avx512f"`` form) is given too. Features given
+    without a CPU are applied on top of the host's (``-avx512f`` turns AVX-512 off, and with
+    it every feature that needs it). On a host with AVX-512 the default adds
+    ``-prefer-256-bit``: loops are vectorized 512 bits wide (``+prefer-256-bit`` undoes it). Read once per process, at the first compile (the target
+    machine, the kernel cache, the persistent cache's key and the compile workers must agree).
+    Raises ``ValueError`` for a CPU name LLVM does not know (it would silently fall back to a
+    generic x86-64, 4-wide SSE)."""
     _initialize()
+    cpu = os.environ.get(CPU_ENV, "").strip()
+    extra = ",".join(f.strip() for f in os.environ.get(FEATURES_ENV, "").split(",") if f.strip())
+    if extra and any(f[0] not in "+-" for f in extra.split(",")):
+        raise ValueError(f"{FEATURES_ENV}={extra!r}: each feature must start with + or - "
+                         "(LLVM's form, e.g. '+avx2,-avx512f')")
+    if not cpu:
+        features = llvm.get_host_cpu_features()
+        host = features.flatten()
+        # LLVM's tuning for several Intel CPUs with AVX-512 (rocketlake, icelake-server,
+        # skylake-avx512, ...) has the vectorizers prefer 256-bit vectors; measured on a
+        # rocketlake host, 512-bit loops ran elementwise math 1.1-1.9x faster (in cache) and
+        # never slower (docs/elementwise_math.md), as on Zen 4 where LLVM already picks 512.
+        # (A user's ``+prefer-256-bit`` in MINIXLA_LLVM_FEATURES comes later and wins.)
+        tuning = "-prefer-256-bit" if features.get("avx512f") else ""
+        return llvm.get_host_cpu_name(), ",".join(f for f in (host, tuning, extra) if f)
+    if cpu in ("host", "native"):
+        cpu = llvm.get_host_cpu_name()
+    _check_cpu_name(cpu)
+    return cpu, extra
+
+
+def _check_cpu_name(cpu: str) -> None:
+    # LLVM prints "'x' is not a recognized processor for this target" to stderr and carries on
+    # with a generic CPU; its known names are not exposed by llvmlite, so compile a probe and
+    # ask whether the function's target-cpu survived. (Cheap: an empty module.)
     target = llvm.Target.from_default_triple()
-    return target.create_target_machine(
-        cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(),
-        opt=3, jit=True)
+    known = {"x86-64", "x86-64-v2", "x86-64-v3", "x86-64-v4", "generic"}
+    if cpu in known or cpu == llvm.get_host_cpu_name() or not target.name.startswith("x86"):
+        return
+    import subprocess
+    import sys
+    probe = ("from llvmlite import binding as l; l.initialize_native_target(); "
+             "l.initialize_native_asmprinter(); "
+             f"l.Target.from_default_triple().create_target_machine(cpu={cpu!r})")
+    err = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True).stderr
+    if "not a recognized processor" in err:
+        raise ValueError(f"{CPU_ENV}={cpu!r} is not a CPU LLVM knows (e.g. haswell, skylake-avx512, "
+                         "znver4, x86-64-v3)")
+
+
+def host_cpu_description() -> str:
+    """One line naming the target: ``rocketlake (host)`` or ``haswell (host rocketlake)``, with
+    the features set by ``MINIXLA_LLVM_FEATURES`` if any."""
+    cpu, _ = host_cpu()
+    host = llvm.get_host_cpu_name()
+    extra = os.environ.get(FEATURES_ENV, "").strip()
+    where = "host" if cpu == host and not os.environ.get(CPU_ENV, "").strip() else f"host {host}"
+    return f"{cpu} ({where})" + (f" features {extra}" if extra else "")
+
+
+def create_host_target_machine():
+    """A fresh target machine for the CPU of ``host_cpu()`` (``-march=native -O3`` by default),
+    usable by a JIT."""
+    _initialize()
+    cpu, features = host_cpu()
+    target = llvm.Target.from_default_triple()
+    return target.create_target_machine(cpu=cpu, features=features, opt=3, jit=True)
+
+
+@functools.cache
+def vector_register_bytes() -> int:
+    """The width of the target's vector registers: 64 (AVX-512), 32 (AVX2) or 16 (SSE, NEON).
+
+    For a CPU name or feature string chosen by the options, asked of the code generator itself
+    (a 512-bit add compiled for ``host_cpu()``: which registers does it use?)."""
+    if not os.environ.get(CPU_ENV, "").strip() and not os.environ.get(FEATURES_ENV, "").strip():
+        try:  # the host as it is: no compile needed (~13 ms)
+            features = llvm.get_host_cpu_features()
+        except RuntimeError:  # pragma: no cover - LLVM cannot tell on this host
+            return 16
+        return 64 if features.get("avx512f") else 32 if features.get("avx") else 16
+    probe = ("define void @probe(ptr noalias %p) {\n"
+             "  %v = load <16 x float>, ptr %p\n  %w = fadd <16 x float> %v, %v\n"
+             "  store <16 x float> %w, ptr %p\n  ret void\n}\n")
+    asm = host_target_machine().emit_assembly(parse(probe))
+    if "zmm" in asm:
+        return 64
+    return 32 if "ymm" in asm else 16
 
 
 @functools.cache
