@@ -21,13 +21,14 @@ The families, each building on the ones before it:
 - ``special``: ``erf_inv``, ``fma``, ``nextafter`` (what ``minixla.random`` needs)
 - ``sorting``: ``sort`` (multi-operand, stable, ``num_keys``), ``sort_key_val``, ``top_k``
 - ``control_flow``: ``cond``, ``switch``, ``while_loop``, ``fori_loop``, ``scan``, ``map`` (sub-jaxprs)
+- ``scans``: ``associative_scan`` (odd/even recursion of slices) and ``cumlogsumexp`` on it
 
 This module is the public face: it re-exports every family's names.
 """
 from minixla.core import errors
 from minixla.lax import base, elementwise, structural  # noqa: I001 (in layer order)
 from minixla.lax import reductions, contractions, indexing
-from minixla.lax import windows, special, sorting, control_flow
+from minixla.lax import windows, special, sorting, control_flow, scans
 from minixla.lax.base import *  # noqa: F401,F403
 from minixla.lax.elementwise import *  # noqa: F401,F403
 from minixla.lax.elementwise import _convert_weak  # noqa: F401 (minixla.numpy's promotion)
@@ -40,8 +41,9 @@ from minixla.lax.special import *  # noqa: F401,F403
 from minixla.lax.sorting import *  # noqa: F401,F403
 from minixla.lax.control_flow import *  # noqa: F401,F403
 from minixla.lax.control_flow import cond_p, while_p, scan_p  # noqa: F401
+from minixla.lax.scans import *  # noqa: F401,F403
 
 # Every public function is an API boundary: an error escaping it names the function, the
 # shapes it was given and the user's line (``errors.api_boundary``). Keep this at the end.
 errors.wrap_package_functions(globals(), [base, elementwise, structural, reductions, contractions,
-                                          indexing, windows, special, sorting, control_flow])
+                                          indexing, windows, special, sorting, control_flow, scans])
