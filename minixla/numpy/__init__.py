@@ -68,3 +68,6 @@ for _name in ("get", "set", "add", "multiply", "mul", "min", "max"):
     setattr(_IndexUpdateRef, _name, errors.api_boundary(getattr(_IndexUpdateRef, _name), f"at[].{_name}",
                                                         _at_operands))
 del _name
+
+# ``minixla.numpy.linalg`` (``jnp.linalg``): a submodule, reachable as an attribute
+from minixla.numpy import linalg  # noqa: E402,F401
