@@ -63,7 +63,7 @@ def _eager_cases():
                 ("interp", (XQ, XP, FP), dict(left=-5.0, right="extrapolate")), ("interp", (XQ, XP, FP), dict(period=3.0)),
                 ("argwhere", (3,), {}), ("nonzero", (np.zeros((0, 3)),), {}), ("nonzero", (M,), {}),
                 ("nonzero", (M,), dict(size=8, fill_value=(7, 9))), ("argwhere", (M,), dict(size=3)),
-                ("flatnonzero", (M,), dict(size=8, fill_value=-1)),
+                ("flatnonzero", (M,), dict(size=8, fill_value=-1)), ("where", (M,), dict(size=5, fill_value=-1)),
                 ("unique", (R, True, True, True), dict(axis=0)),
                 ("unique", (R, True, True, True), dict(axis=1, size=3, fill_value=9)),
                 ("unique", (F,), {}), ("unique", (F, True, True, True), dict(size=2)),
@@ -120,6 +120,12 @@ def test_grad_and_vmap_like_jax():
 def test_errors_like_jax():
     with pytest.raises(errors.ConcretizationTypeError, match="size argument of jnp.nonzero"):
         minixla.jit(mnp.nonzero)(M)
+    with pytest.raises(errors.ConcretizationTypeError, match="size argument of jnp.nonzero"):
+        minixla.jit(lambda c: mnp.where(c))(M)
+    with pytest.raises(TypeError, match="where requires ndarray or scalar arguments"):
+        mnp.where(M, 1)
+    with pytest.raises(ValueError, match="cannot be used in three-term where"):
+        mnp.where(M, 1, 2, size=3)
     with pytest.raises(errors.ConcretizationTypeError, match="first argument of jnp.unique"):
         minixla.jit(mnp.unique)(M)
     with pytest.raises(ValueError, match="0d arrays"):
