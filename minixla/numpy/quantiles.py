@@ -18,13 +18,13 @@ import numpy as np
 
 from minixla import lax
 from minixla.core import errors
-from minixla.core.avals import canonicalize_dtype, get_aval
+from minixla.core.avals import get_aval
 from minixla.core.tracing import Tracer
-from minixla.numpy.promotion import (_arr, _canon_axes, _canon_axis1, _cast, _default_int,
+from minixla.numpy.promotion import (_arr, _canon_axes, _cast, _default_int,
                                      _promote_dtypes, _promote_inexact, _to_inexact, _where_line)
 from minixla.numpy.creation import asarray, linspace, zeros
-from minixla.numpy.manipulation import concatenate, expand_dims, moveaxis, ravel, reshape, transpose
-from minixla.numpy.elementwise import clip, isnan, where
+from minixla.numpy.manipulation import concatenate, moveaxis, ravel, reshape, transpose
+from minixla.numpy.elementwise import clip, isnan, remainder, where
 from minixla.numpy.reductions import any as _any, max as _max, min as _min, sum as _sum
 from minixla.numpy.indexing import take, take_along_axis
 from minixla.numpy.sorting import sort
@@ -250,7 +250,7 @@ def histogram_bin_edges(a, bins=10, range=None, weights=None):  # noqa: A002 (nu
         lo, hi = _min(arr), _max(arr)
     else:
         rng = range
-        if isinstance(rng, (list, tuple)) and builtins_len(rng) == 2:
+        if isinstance(rng, (list, tuple)) and len(rng) == 2:
             lo, hi = (_arr(r) for r in rng)
         else:
             rng = _arr(rng)
@@ -263,8 +263,6 @@ def histogram_bin_edges(a, bins=10, range=None, weights=None):  # noqa: A002 (nu
     hi = where(empty, lax.add(hi, np.asarray(0.5, dt)), hi)
     return linspace(lo, hi, nbins + 1, dtype=dt)
 
-
-builtins_len = len
 
 
 def histogram(a, bins=10, range=None, weights=None, density=None):  # noqa: A002 (numpy's name)
@@ -312,7 +310,6 @@ def interp(x, xp, fp, left=None, right=None, period=None):
         if np.ndim(period) != 0 and not (isinstance(period, Tracer) and get_aval(period).ndim == 0):
             raise ValueError(f"period must be a scalar; got {period}")
         period = lax.abs(_cast(_arr(period), get_aval(x).dtype))
-        from minixla.numpy.elementwise import remainder
         x, xp = remainder(x, period), remainder(xp, period)
         xp, fp = lax.sort_key_val(xp, fp)
         k = get_aval(xp).shape[0]
@@ -340,4 +337,3 @@ def interp(x, xp, fp, left=None, right=None, period=None):
 
 __all__ = ["quantile", "nanquantile", "percentile", "nanpercentile", "median", "nanmedian",
            "searchsorted", "digitize", "histogram_bin_edges", "histogram", "interp"]
-_ = (canonicalize_dtype, _canon_axis1, expand_dims)
