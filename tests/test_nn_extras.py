@@ -2,6 +2,8 @@
 ``where=``, logsumexp ``b=``/``return_sign=``/``where=``, logmeanexp and dot_product_attention
 (implementation="xla": scale, bias, mask, is_causal, sequence lengths, grouped heads) against
 JAX eager; one program under jit on both backends, and its gradient."""
+import os
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -49,7 +51,8 @@ def _same(got, want):
 
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")
 def test_eager_matches_jax():
-    for name, args, kwargs in CASES:
+    # every other case in CI (each op-by-op JAX reference compiles its ops), all with MINIXLA_DEEP_FUZZ=1
+    for name, args, kwargs in CASES if os.environ.get("MINIXLA_DEEP_FUZZ") else CASES[::2]:
         with jax.disable_jit():
             want = getattr(jax.nn, name)(*args, **kwargs)
         try:
