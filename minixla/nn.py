@@ -90,35 +90,67 @@ def hard_tanh(x):
     return jnp.where(x > 1, 1, jnp.where(x < -1, -1, x))
 
 
-def softmax(x, axis=-1):
-    """``exp(x - max) / sum(exp(x - max))`` along ``axis`` (``jax.nn.softmax``)."""
+def softmax(x, axis=-1, where=None):
+    """``exp(x - max) / sum(exp(x - max))`` along ``axis`` (``jax.nn.softmax``); with ``where``
+    only the masked-in entries take part, the others give 0."""
     x = _float_arg(x)
-    x_max = jnp.max(x, axis, initial=-np.inf, keepdims=True)
-    unnormalized = jnp.exp(x - x_max)
-    return unnormalized / jnp.sum(unnormalized, axis, keepdims=True)
+    x_max = jnp.max(x, axis, where=where, initial=-np.inf, keepdims=True)
+    x_safe = x if where is None else jnp.where(where, x, -np.inf)
+    unnormalized = jnp.exp(x_safe - x_max)
+    result = unnormalized / jnp.sum(unnormalized, axis, where=where, keepdims=True)
+    return result if where is None else jnp.where(where, result, 0)
 
 
-def log_softmax(x, axis=-1):
-    """``x - max - log(sum(exp(x - max)))`` along ``axis`` (``jax.nn.log_softmax``)."""
+def log_softmax(x, axis=-1, where=None):
+    """``x - max - log(sum(exp(x - max)))`` along ``axis`` (``jax.nn.log_softmax``); with
+    ``where`` the masked-out entries give ``-inf``."""
     x = _float_arg(x)
-    x_max = jnp.max(x, axis, initial=-np.inf, keepdims=True)
-    shifted = x - x_max
-    shifted_logsumexp = jnp.log(jnp.sum(jnp.exp(shifted), axis, keepdims=True))
-    return shifted - shifted_logsumexp
+    x_max = jnp.max(x, axis, where=where, initial=-np.inf, keepdims=True)
+    x_safe = x if where is None else jnp.where(where, x, -np.inf)
+    shifted = x_safe - lax.stop_gradient(x_max)
+    shifted_logsumexp = jnp.log(jnp.sum(jnp.exp(shifted), axis, where=where, keepdims=True))
+    result = shifted - shifted_logsumexp
+    return result if where is None else jnp.where(where, result, -np.inf)
 
 
-def logsumexp(a, axis=None, keepdims=False):
-    """``log(sum(exp(a)))`` along ``axis`` without overflow (``jax.nn.logsumexp``): the max is
-    subtracted first (0 where it is not finite, so all -inf gives -inf and +inf gives +inf)."""
-    a = _float_arg(a)
+def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False, where=None):
+    """``log(sum(b * exp(a)))`` along ``axis`` without overflow (``jax.nn.logsumexp``, i.e.
+    ``jax.scipy.special.logsumexp``): the max is subtracted first (0 where it is not finite,
+    so all -inf gives -inf and +inf gives +inf). ``b`` scales each term (a zero ``b`` drops
+    its term); a negative sum gives NaN, or with ``return_sign`` the pair ``(log|sum|, sign)``;
+    ``where`` masks the reduction."""
+    if where is not None:
+        a = jnp.where(where, a, 0)
+    if b is not None:
+        a, b = jnp._promote_inexact(jnp._arr(a), jnp._arr(b))
+        a = jnp.where(b != 0, a, -np.inf)
+    else:
+        a = _float_arg(a)
     aval = get_aval(a)
     dims = jnp._canon_axes(axis, aval.ndim)
-    amax = jnp.max(a, axis=dims, keepdims=keepdims, initial=-np.inf)
-    amax = lax.select(jnp.isfinite(amax), amax, jnp.full_like(amax, 0))
+    amax = jnp.max(a, axis=dims, keepdims=keepdims, where=where, initial=-np.inf)
+    amax = lax.stop_gradient(lax.select(jnp.isfinite(amax), amax, jnp.full_like(amax, 0)))
     amax_with_dims = amax if keepdims else jnp.expand_dims(amax, dims)
     exp_a = lax.exp(jnp.subtract(a, amax_with_dims))
-    sumexp = jnp.sum(exp_a, axis=dims, keepdims=keepdims)
-    return lax.add(lax.log(jnp.abs(sumexp)), amax)
+    if b is not None:
+        exp_a = jnp.multiply(exp_a, b)
+    sumexp = jnp.sum(exp_a, axis=dims, keepdims=keepdims, where=where)
+    sign = jnp.sign(sumexp)
+    out = lax.add(lax.log(jnp.abs(sumexp)), amax)
+    if return_sign:
+        return out, sign
+    if b is not None:
+        out = jnp.where(sign < 0, np.asarray(np.nan, get_aval(out).dtype), out)
+    return out
+
+
+def logmeanexp(x, axis=None, where=None, keepdims=False):
+    """``logsumexp(x) - log(count)`` over ``axis`` (``jax.nn.logmeanexp``)."""
+    lse = logsumexp(x, axis=axis, where=where, keepdims=keepdims)
+    x = jnp._arr(x)
+    ones = jnp.ones(get_aval(x).shape, get_aval(lse).dtype)
+    count = jnp.sum(ones, axis=axis, where=where, keepdims=keepdims)
+    return lse - jnp.log(count)
 
 
 def one_hot(x, num_classes: int, *, dtype=None, axis=-1):
@@ -138,6 +170,195 @@ def one_hot(x, num_classes: int, *, dtype=None, axis=-1):
     rhs_shape.insert(pos, int(num_classes))
     rhs = lax.broadcasted_iota(aval.dtype, rhs_shape, pos)
     return jnp.astype(jnp.equal(lhs, rhs), dtype)
+
+
+def identity(x):
+    """``x`` itself (``jax.nn.identity``)."""
+    return jnp.asarray(x) if not isinstance(x, jnp.Tracer) else x
+
+
+def tanh(x):
+    """``jnp.tanh`` (``jax.nn.tanh``)."""
+    return jnp.tanh(x)
+
+
+def hard_sigmoid(x):
+    """``relu6(x + 3) / 6`` (``jax.nn.hard_sigmoid``)."""
+    return relu6(x + 3.) / 6.
+
+
+def hard_silu(x):
+    """``x * hard_sigmoid(x)`` (``jax.nn.hard_silu``, alias ``hard_swish``)."""
+    x = jnp._arr(x)
+    return x * hard_sigmoid(x)
+
+
+hard_swish = hard_silu
+
+
+def celu(x, alpha=1.0):
+    """``max(x, 0) + alpha * expm1(min(x, 0) / alpha)`` (``jax.nn.celu``)."""
+    return jnp.maximum(x, 0.0) + alpha * jnp.expm1(jnp.minimum(x, 0.0) / alpha)
+
+
+def glu(x, axis=-1):
+    """Gated linear unit (``jax.nn.glu``): the halves ``x1, x2`` of ``axis``, ``x1 * sigmoid(x2)``.
+    Raises ShapeError when the axis size is odd."""
+    x = jnp._arr(x)
+    size = get_aval(x).shape[axis]
+    if size % 2:
+        raise errors.ShapeError(f"glu: axis size must be divisible by 2, got {size}")
+    x1, x2 = jnp.split(x, 2, axis)
+    return x1 * sigmoid(x2)
+
+
+def squareplus(x, b=4):
+    """``(x + sqrt(x**2 + b)) / 2`` (``jax.nn.squareplus``)."""
+    x = jnp._arr(x)
+    y = x + jnp.sqrt(jnp.square(x) + b)
+    return y / 2
+
+
+def sparse_plus(x):
+    """0 for ``x <= -1``, ``x`` for ``x >= 1``, ``(x + 1)**2 / 4`` between (``jax.nn.sparse_plus``)."""
+    x = jnp._arr(x)
+    return jnp.where(x <= -1.0, 0.0, jnp.where(x >= 1.0, x, (x + 1.0) ** 2 / 4))
+
+
+def sparse_sigmoid(x):
+    """``clip(x + 1, 0, 2) / 2`` (``jax.nn.sparse_sigmoid``)."""
+    return 0.5 * jnp.clip(jnp._arr(x) + 1.0, 0.0, 2.0)
+
+
+def soft_sign(x):
+    """``x / (|x| + 1)`` (``jax.nn.soft_sign``)."""
+    x = jnp._arr(x)
+    return x / (jnp.abs(x) + 1)
+
+
+def mish(x):
+    """``x * tanh(softplus(x))`` (``jax.nn.mish``)."""
+    x = jnp._arr(x)
+    return x * jnp.tanh(softplus(x))
+
+
+def log1mexp(x):
+    """``log(1 - exp(-x))`` for ``x > 0``, by ``log(-expm1(-x))`` below ``log 2`` and
+    ``log1p(-exp(-x))`` above (``jax.nn.log1mexp``)."""
+    x = jnp._arr(x)
+    c = jnp.log(2.0)
+    return jnp.where(x < c, jnp.log(-jnp.expm1(-x)), jnp.log1p(-jnp.exp(-x)))
+
+
+def standardize(x, axis=-1, mean=None, variance=None, epsilon=1e-5, where=None, *, algorithm="fast"):
+    """``(x - mean) * rsqrt(variance + epsilon)`` along ``axis`` (``jax.nn.standardize``): the
+    moments are computed (over ``where``) unless given; ``algorithm="fast"`` takes the variance
+    as ``E[x^2] - E[x]^2`` clipped at 0, ``"stable"`` as ``E[(x - mean)^2]``. Raises ValueError
+    for another algorithm."""
+    x = jnp._arr(x)
+    if mean is None:
+        mean = jnp.mean(x, axis, keepdims=True, where=where)
+    if variance is None:
+        if algorithm == "stable":
+            variance = jnp.mean(jnp.square(jnp.subtract(x, mean)), axis, keepdims=True, where=where)
+        elif algorithm == "fast":
+            variance = jnp.mean(jnp.square(x), axis, keepdims=True, where=where) - jnp.square(mean)
+            variance = jnp.clip(variance, 0)
+        else:
+            raise ValueError(f"Unknown algorithm '{algorithm}'. Expected 'fast' or 'stable'.")
+    return jnp.subtract(x, mean) * lax.rsqrt(variance + epsilon)
+
+
+def _ensure_4d(t):
+    t = jnp._arr(t)
+    nd = get_aval(t).ndim
+    return jnp.expand_dims(t, tuple(range(4 - nd))) if nd < 4 else t
+
+
+def _large_negative(dtype):
+    big = min(float(np.finfo(dtype).max), float(np.finfo(np.float32).max))
+    return np.asarray(-0.7 * big, dtype)
+
+
+def dot_product_attention(query, key, value, bias=None, mask=None, *, scale=None, is_causal=False,
+                          query_seq_lengths=None, key_value_seq_lengths=None, local_window_size=None,
+                          implementation=None, return_residual=False):
+    """Scaled dot-product attention as ``jax.nn.dot_product_attention`` with
+    ``implementation="xla"``: ``query`` ``[B, T, N, H]``, ``key``/``value`` ``[B, S, K, H]``
+    (``N`` a multiple of ``K``: grouped-query attention; rank-3 inputs get ``B = 1``), result
+    ``[B, T, N, H]``. ``softmax(scale * q.k + bias)`` over ``S`` (``scale`` defaults to
+    ``1/sqrt(H)``; logits in float32 or wider), entries masked out by ``mask`` (bool,
+    broadcastable to ``[B, N, T, S]``), ``is_causal``, ``key_value_seq_lengths`` or
+    ``query_seq_lengths`` set to a large negative number; rows past a query length give 0.
+    ``local_window_size``, ``return_residual`` and ``implementation="cudnn"`` are not implemented
+    (UnsupportedError); ValueError for mismatched shapes/dtypes as JAX."""
+    if implementation not in (None, "xla"):
+        if implementation == "cudnn":
+            raise errors.UnsupportedError("dot_product_attention: implementation='cudnn' is not available "
+                                          "in minixla (use 'xla')")
+        raise ValueError(f"Unsupported implementation option: {implementation}")
+    if local_window_size is not None or return_residual:
+        raise errors.UnsupportedError("dot_product_attention: local_window_size / return_residual are "
+                                      "not implemented in minixla")
+    out_shape = get_aval(jnp._arr(query)).shape
+    q, k, v = _ensure_4d(query), _ensure_4d(key), _ensure_4d(value)
+    bias = _ensure_4d(bias) if bias is not None else None
+    mask = _ensure_4d(mask) if mask is not None else None
+    B, S, K, H = get_aval(k).shape
+    for t, shape, dt, name in ((v, (B, S, K, H), get_aval(k).dtype, "value"),
+                               (q, (B, -1, -1, H), get_aval(k).dtype, "query"),
+                               (mask, (-1,) * 4, np.dtype(bool), "mask"), (bias, (-1,) * 4, None, "bias"),
+                               (query_seq_lengths, (B,), np.dtype(np.int32), "query_seq_lengths"),
+                               (key_value_seq_lengths, (B,), np.dtype(np.int32), "key_value_seq_lengths")):
+        if t is None:
+            continue
+        ta = get_aval(jnp._arr(t))
+        if ta.ndim != len(shape):
+            raise ValueError(f"{name} ndim should be {len(shape)}, but got {ta.ndim}")
+        if dt is not None and ta.dtype != dt:
+            raise ValueError(f"{name} dtype should be {dt}, but got {ta.dtype}")
+        if any(want != -1 and got != want for got, want in zip(ta.shape, shape)):
+            raise ValueError(f"{name} shape should be {list(shape)}: but got {ta.shape}")
+    _, T, N, _ = get_aval(q).shape
+    if N % K:
+        raise ValueError(f"The number of query heads must be a multiple of key/value heads, but got {N} vs {K}")
+    G = N // K
+    scale = 1.0 / np.sqrt(H) if scale is None else scale
+    logits_dtype = np.promote_types(get_aval(q).dtype, np.float32)  # (bf16 -> f32 too)
+    qg = jnp.reshape(q, (B, T, K, G, H))
+    logits = jnp.einsum("BTKGH,BSKH->BKGTS", qg.astype(logits_dtype), k.astype(logits_dtype))
+    logits = logits * jnp.asarray(scale, logits_dtype)
+
+    def grouped(t):  # [tB, tN, T, S] -> broadcastable to [B, K, G, T, S]
+        tb, tn, tt, ts = get_aval(t).shape
+        return jnp.reshape(t, (tb, K, G, tt, ts)) if tn == N and tn != 1 else jnp.reshape(t, (tb, 1, 1, tt, ts))
+    if bias is not None:
+        logits = (logits + grouped(bias)).astype(logits_dtype)
+    keep = None
+    if mask is not None:
+        keep = grouped(mask)
+    if is_causal:
+        causal = jnp.tril(jnp.ones((T, S), dtype=bool))
+        keep = causal if keep is None else jnp.logical_and(keep, causal)
+    if query_seq_lengths is not None or key_value_seq_lengths is not None:
+        pad = np.ones((1, 1, 1, 1, 1), bool)
+        if query_seq_lengths is not None:
+            qi = lax.broadcasted_iota(np.int32, (B, 1, 1, T, 1), 3)
+            pad = jnp.logical_and(pad, qi < jnp.reshape(query_seq_lengths, (B, 1, 1, 1, 1)))
+        if key_value_seq_lengths is not None:
+            ki = lax.broadcasted_iota(np.int32, (B, 1, 1, 1, S), 4)
+            pad = jnp.logical_and(pad, ki < jnp.reshape(key_value_seq_lengths, (B, 1, 1, 1, 1)))
+        keep = pad if keep is None else jnp.logical_and(keep, pad)
+    if keep is not None:
+        logits = jnp.where(jnp.broadcast_to(keep, get_aval(logits).shape), logits,
+                           _large_negative(get_aval(logits).dtype))
+    probs = softmax(logits.astype(np.float32), axis=-1).astype(get_aval(k).dtype)
+    encoded = jnp.einsum("BKGTS,BSKH->BTKGH", probs, v)
+    if query_seq_lengths is not None:
+        qi = lax.broadcasted_iota(np.int32, (B, T, 1, 1, 1), 1)
+        rows = qi < jnp.reshape(query_seq_lengths, (B, 1, 1, 1, 1))
+        encoded = encoded * rows.astype(get_aval(encoded).dtype)
+    return jnp.reshape(encoded, out_shape)
 
 
 # Every public function is an API boundary: an error escaping it names the function, the

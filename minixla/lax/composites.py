@@ -51,6 +51,8 @@ def associative_scan(fn, elems, reverse: bool = False, axis: int = 0):
     (``+`` on floats) rounds differently (as in JAX). Raises ``ValueError`` if the leaves'
     sizes along ``axis`` differ.
     """
+    if not callable(fn):
+        raise TypeError("lax.associative_scan: fn argument should be callable.")
     leaves, tree = jax.tree_util.tree_flatten(elems)
     if not leaves:
         return elems

@@ -24,13 +24,17 @@ and ``asarray`` <-> ``stack``, are closed by an import at the end of ``promotion
 - ``ufuncs``: ``hypot``, ``copysign``, ``logaddexp2``, ``fmax``, ``sinc``, ``isclose``, ...
 - ``matrices``: ``tril``/``triu``, ``diag``/``diagonal``/``trace``, ``meshgrid``, ``kron``, ``cross``
 - ``sequences``: ``diff``, ``convolve``/``correlate``, ``polyval``, ``cov``, ``isin``, ``bincount``
+- ``sorting``: ``sort``/``argsort``/``lexsort``, ``partition``/``argpartition``
+- ``quantiles``: ``quantile``/``percentile``/``median`` (+ ``nan*``), ``searchsorted``, ``digitize``,
+  ``histogram``, ``interp``
+- ``setops``: ``nonzero``/``argwhere``/``flatnonzero``, ``unique`` (+ ``unique_*``), ``partition``
 
 This module is the public face: it re-exports every module's names.
 """
 from minixla.core import errors
 from minixla.numpy import promotion, creation, manipulation, elementwise  # noqa: I001 (in layer order)
 from minixla.numpy import reductions, contractions, indexing, misc, ufuncs, matrices, sequences
-from minixla.numpy import sorting
+from minixla.numpy import sorting, quantiles, setops
 from minixla.numpy.promotion import *  # noqa: F401,F403
 from minixla.numpy.promotion import _arr, _canon_axes, _canon_axis1, _promote_inexact  # noqa: F401 (for nn)
 from minixla.numpy.creation import *  # noqa: F401,F403
@@ -46,6 +50,8 @@ from minixla.numpy.ufuncs import *  # noqa: F401,F403
 from minixla.numpy.matrices import *  # noqa: F401,F403
 from minixla.numpy.sequences import *  # noqa: F401,F403
 from minixla.numpy.sorting import sort, argsort, lexsort  # noqa: F401
+from minixla.numpy.quantiles import *  # noqa: F401,F403
+from minixla.numpy.setops import *  # noqa: F401,F403
 
 # ---------------------------------------------------------------------------------------
 # Every public function is an API boundary: an error escaping it names the function, the
@@ -57,8 +63,11 @@ def _at_operands(ref, *args, **kwargs):
 
 errors.wrap_package_functions(globals(), [promotion, creation, manipulation, elementwise, reductions,
                                           contractions, indexing, misc, ufuncs, matrices, sequences,
-                                          sorting], extra=[("_getitem", "getitem")])
+                                          sorting, quantiles, setops], extra=[("_getitem", "getitem")])
 for _name in ("get", "set", "add", "multiply", "mul", "min", "max"):
     setattr(_IndexUpdateRef, _name, errors.api_boundary(getattr(_IndexUpdateRef, _name), f"at[].{_name}",
                                                         _at_operands))
 del _name
+
+# ``minixla.numpy.linalg`` (``jnp.linalg``): a submodule, reachable as an attribute
+from minixla.numpy import linalg  # noqa: E402,F401

@@ -462,11 +462,19 @@ def clip(arr, min=None, max=None):  # noqa: A002 (jax.numpy's signature)
     return arr
 
 
-def where(condition, x=None, y=None, /):
-    """``x`` where ``condition`` else ``y``, broadcasting all three (``jnp.where``, 3-argument form)."""
+def where(condition, x=None, y=None, /, *, size=None, fill_value=None):
+    """``x`` where ``condition`` else ``y``, broadcasting all three (``jnp.where``); with
+    ``condition`` alone, ``nonzero(condition, size=size, fill_value=fill_value)`` (under a
+    transformation ``size`` must be given, as in JAX)."""
+    if x is None and y is None:
+        from minixla.numpy.setops import nonzero  # (a later layer: nonzero builds on where)
+        return nonzero(condition, size=size, fill_value=fill_value)
     if x is None or y is None:
-        raise errors.UnsupportedError("where(condition) with one argument has a data-dependent shape; "
-                                      f"give x and y{_where_line()}")
+        none = 1 if x is None else 2
+        raise TypeError(f"where requires ndarray or scalar arguments, got <class 'NoneType'> at position "
+                        f"{none}.{_where_line()}")
+    if size is not None or fill_value is not None:
+        raise ValueError("size and fill_value arguments cannot be used in three-term where function.")
     x, y = _promote_dtypes(_arr(x), _arr(y))
     cond = _as_bool(condition)
     shape = broadcast_shapes(*(get_aval(a).shape for a in (cond, x, y)))

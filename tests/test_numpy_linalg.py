@@ -1,0 +1,72 @@
+"""minixla.numpy.linalg (the part that needs no decomposition): vector and matrix norms over
+their orders and axes, matrix_power, and the Array API forms (vecdot, matmul, tensordot, trace,
+diagonal, outer, cross, matrix_transpose) against JAX eager; one program under jit on both
+backends and a gradient; JAX's errors, and UnsupportedError where an SVD/inverse is needed."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import minixla
+import minixla.numpy.linalg as mla
+from minixla.core import errors
+from minixla.testing import check_against_jax
+
+rng = np.random.default_rng(0)
+A = rng.standard_normal((2, 3, 4)).astype(np.float32)
+M = rng.standard_normal((3, 3)).astype(np.float32)
+V = rng.standard_normal(5).astype(np.float32)
+I = np.arange(12, dtype=np.int32).reshape(3, 4)
+
+CASES = [("norm", (V,), {}), ("norm", (I,), {}), ("norm", (A,), dict(axis=1, ord=1)),
+         ("norm", (A,), dict(axis=(0, 2), ord=np.inf, keepdims=True)), ("norm", (A,), dict(axis=(2, 1), ord=1)),
+         ("norm", (A,), dict(axis=(1, 2), ord=-1)), ("norm", (A,), dict(axis=(2, 0), ord=-np.inf)),
+         ("norm", (M,), dict(ord="fro")), ("norm", (V,), dict(ord=0)), ("norm", (V,), dict(ord=3)),
+         ("norm", (V,), dict(ord=-np.inf)), ("vector_norm", (A,), dict(axis=(0, 1), ord=1)),
+         ("matrix_norm", (A,), dict(ord=np.inf, keepdims=True)), ("matrix_power", (M, 0), {}),
+         ("matrix_power", (M, 3), {}), ("matrix_power", (np.stack([M, M / 2]), 7), {}),
+         ("matrix_power", (I[:3, :3], 5), {}), ("vecdot", (A, A[0]), {}), ("matmul", (A, A[0].T), {}),
+         ("tensordot", (A, A), dict(axes=([1, 2], [1, 2]))), ("trace", (A,), dict(offset=1)),
+         ("diagonal", (A,), {}), ("outer", (V, V[:3]), {}), ("cross", (M.T, M), dict(axis=0)),
+         ("matrix_transpose", (A,), {})]
+
+
+def test_eager_matches_jax():
+    for name, args, kwargs in CASES:
+        with jax.disable_jit():
+            want = getattr(jnp.linalg, name)(*args, **kwargs)
+        got = getattr(mla, name)(*args, **kwargs)
+        assert np.asarray(got).dtype == want.dtype and np.shape(got) == want.shape, (name, kwargs)
+        np.testing.assert_allclose(got, want, rtol=1e-5 if name == "matrix_power" else 2e-6, atol=2e-6,
+                                   err_msg=f"{name} {kwargs}")
+
+
+def test_jit_on_both_backends_and_grad():
+    def prog(la):
+        return lambda a, m, v: (la.norm(a, axis=(2, 1), ord=1), la.vector_norm(v, ord=3), la.matrix_norm(a),
+                                la.matrix_power(m, 5), la.cross(m, m[::-1]), la.outer(v, v), la.trace(a))
+    check_against_jax(prog(mla), prog(jnp.linalg), A, M, V, rtol=1e-5, atol=2e-6)
+    got = minixla.grad(lambda m: mla.norm(mla.matrix_power(m, 3)) + mla.norm(m, ord=np.inf))(M)
+    want = jax.grad(lambda m: jnp.linalg.norm(jnp.linalg.matrix_power(m, 3)) + jnp.linalg.norm(m, ord=np.inf))(M)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_errors_like_jax():
+    with pytest.raises(ValueError, match="Invalid order 'inf' for vector norm.Use 'jax.numpy.inf'"):
+        mla.vector_norm(V, ord="inf")
+    with pytest.raises(ValueError, match="Invalid order 'max' for matrix norm"):
+        mla.norm(M, ord="max")
+    with pytest.raises(ValueError, match="Improper number of axes"):
+        mla.norm(A, ord=1)
+    with pytest.raises(errors.UnsupportedError, match="SVD"):
+        mla.norm(M, ord=2)
+    with pytest.raises(errors.UnsupportedError, match="inverse"):
+        mla.matrix_power(M, -1)
+    with pytest.raises(TypeError, match="must be square"):
+        mla.matrix_power(A, 2)
+    with pytest.raises(TypeError, match="exponent must be an integer"):
+        mla.matrix_power(M, 1.5)
+    with pytest.raises(ValueError, match="must be one-dimensional"):
+        mla.outer(M, V)
+    with pytest.raises(ValueError, match="3-dimensional vectors"):
+        mla.cross(A, A)
