@@ -2,7 +2,8 @@
 bytes each moves per device, next to those of XLA's own partitioned HLO for the same
 annotations (``jax.jit(f, in_shardings=..., out_shardings=...).lower(...).compile()
 .as_text()`` on 8 host devices), with one byte model for both
-(``minixla.passes.spmd_partitioner.collective_bytes``: ring all-reduce 2(n-1)/n, ...).
+(``minixla.passes.spmd_partitioner.collective_bytes``: ring all-reduce 2(n-1)/n, ...; XLA's
+text is read by ``benchmarks.spmd_runtime.xla_collectives``).
 
 Options: ``--json`` prints the results as JSON (``tests/test_spmd_partitioner.py`` reads it).
 The programs are written once against a NumPy-like module ``np_`` (``minixla.numpy`` or
@@ -98,7 +99,7 @@ def xla_collectives(name) -> list:
     """The same for XLA's partitioned HLO (needs ``math.prod(axes)`` JAX devices)."""
     from jax.sharding import Mesh, NamedSharding
 
-    from minixla.passes.spmd_partitioner import collective_bytes_from_text
+    from benchmarks.spmd_runtime import xla_collectives as parse_xla
     f, axes, specs, out_specs, shapes = CASES[name]
     n = math.prod(axes.values())
     if len(jax.devices()) < n:
@@ -111,7 +112,8 @@ def xla_collectives(name) -> list:
     outs = tuple(map(ns, out_specs)) if type(out_specs) is tuple else ns(out_specs)
     g = jax.jit(lambda *a: f(jjnp, *a), in_shardings=tuple(map(ns, specs)), out_shardings=outs)
     args = [jax.ShapeDtypeStruct(s, jjnp.float32) for s in shapes]
-    return collective_bytes_from_text(g.lower(*args).compile().as_text(), n)
+    return [(c["opcode"], c["shape"], c["bytes"])
+            for c in parse_xla(g.lower(*args).compile().as_text(), n)]
 
 
 def run() -> dict:

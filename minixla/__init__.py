@@ -15,8 +15,9 @@ from minixla.interpreters.api import (jvp, linearize, vjp, grad, value_and_grad,
 from minixla.interpreters.custom_derivatives import custom_jvp, custom_vjp
 from minixla.interpreters.remat import checkpoint, remat, checkpoint_policies
 from minixla.frontends import import_jaxpr
+from minixla.sharding.api import device_put
 
 __all__ = ["make_jaxpr", "jit", "config", "lax", "numpy", "errors", "ShapedArray", "Lowered", "Compiled",
            "jvp", "linearize", "vjp", "grad", "value_and_grad", "jacfwd", "jacrev", "hessian", "vmap",
            "eval_shape", "linear_transpose", "custom_jvp", "custom_vjp", "checkpoint", "remat",
-           "checkpoint_policies", "import_jaxpr"]
+           "checkpoint_policies", "import_jaxpr", "device_put"]

@@ -60,7 +60,7 @@ PRIMITIVE_OPCODES = {
     "reduce_window_min": ["reduce-window"],
     "fma": ["fma"], "erf_inv": ["negate", "log-plus-one", "multiply", "compare", "select", "subtract",
                                 "sqrt", "fma", "abs", "convert"],
-    "sort": ["sort"],
+    "sort": ["sort"], "sharding_constraint": ["custom-call"],
     "cond": ["conditional", "tuple", "get-tuple-element"], "while": ["while", "tuple", "get-tuple-element"],
     "scan": ["while", "tuple", "get-tuple-element", "dynamic-slice", "dynamic-update-slice", "compare",
              "add", "subtract"],

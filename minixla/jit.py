@@ -27,6 +27,7 @@ import threading
 import time
 
 import numpy as np
+from jax import Array as _JaxArray
 from jax import tree_util
 
 from minixla import cache as persistent_cache
@@ -147,6 +148,11 @@ class Lowered:
         """Run the pass pipeline, assign buffers and generate code for the backend."""
         t0 = time.perf_counter()
         module = self.hlo_module.clone()
+        if self.backend == "llvm":
+            # one device, no partitioner: the constraints go (XLA's ShardingRemover); the
+            # parameters' and root's annotations stay in the text
+            from minixla.passes.sharding_remover import ShardingRemover
+            ShardingRemover().run(module)
         kernels_unfused = count_kernels(module)
         dumper = Dumper(module.name)
         check = verify_enabled()
@@ -284,6 +290,15 @@ class Compiled:
         return arrays
 
     def call_flat(self, flat):
+        if getattr(self.executable, "takes_device_arrays", False) and not self.lowered.donated:
+            # (a sharded jax-backend program: jax.Arrays stay on their devices)
+            if len(flat) != len(self.in_avals):
+                raise TypeError(f"compiled function expects {len(self.in_avals)} array arguments, got {len(flat)}")
+            for i, (x, aval) in enumerate(zip(flat, self.in_avals)):
+                got = get_aval(x)
+                if got.shape != aval.shape or got.dtype != aval.dtype:
+                    raise TypeError(f"argument {i}: compiled for {aval.str_short()}, called with {got.str_short()}")
+            return self.executable(*flat)
         return self.executable(*self._check_args(flat))
 
     def _call_matching(self, flat):
@@ -291,6 +306,8 @@ class Compiled:
         found this executable under their avals): only conversions are left to do."""
         if self.lowered.donated:
             return self.executable(*self._check_args(flat))
+        if getattr(self.executable, "takes_device_arrays", False):  # (a sharded jax-backend program)
+            return self.executable(*flat)
         arrays = [x if type(x) is np.ndarray and x.dtype == aval.dtype and x.flags.c_contiguous
                   else np.asarray(x, dtype=aval.dtype, order="C") for x, aval in zip(flat, self.in_avals)]
         run = getattr(self.executable, "call_trusted", None)
@@ -308,7 +325,11 @@ class Jitted:
     """The object ``minixla.jit(f)`` returns: callable, with ``.lower(*args)`` like ``jax.jit``."""
 
     def __init__(self, fun, backend: str = "llvm", donate_argnums=(), static_argnums=(), static_argnames=(),
-                 frontend=None):
+                 frontend=None, in_shardings=None, out_shardings=None):
+        from minixla.sharding.api import UNSPECIFIED
+        # (None given explicitly is JAX's "unconstrained", the same as not given)
+        self.in_shardings = UNSPECIFIED if in_shardings is None else in_shardings
+        self.out_shardings = UNSPECIFIED if out_shardings is None else out_shardings
         if backend not in BACKENDS:
             raise ValueError(f"unknown backend {backend!r}; choose one of {BACKENDS}")
         if frontend not in FRONTENDS:
@@ -412,11 +433,30 @@ class Jitted:
         t1 = time.perf_counter()
         name = f"jit_{getattr(self.fun, '__name__', 'fn')}".replace("<", "").replace(">", "")
         module = lower_jaxpr(closed, name=name)
+        if self.in_shardings is not _NO_SHARDING or self.out_shardings is not _NO_SHARDING:
+            self._annotate(module, args, dyn_args, dyn_kwargs, out_store[-1])
         lowered = Lowered(closed, module, in_tree, out_store[-1], in_avals, self.backend)
         lowered.donated = _donated_leaves(dyn_args, self._dynamic_donations(args))
         lowered.trace_ms = (t1 - t0) * 1e3
         lowered.lower_ms = (time.perf_counter() - t1) * 1e3
         return lowered
+
+    def _annotate(self, module, args, dyn_args, dyn_kwargs, out_tree):
+        """``in_shardings``/``out_shardings`` onto the lowered module (``minixla.sharding.api``),
+        errors naming the argument and the user's line."""
+        from minixla.sharding.api import ShardingError, annotate_module
+        try:
+            names = list(inspect.signature(self.fun).parameters)
+        except (TypeError, ValueError):
+            names = []
+        n = len(args)
+        static_pos = {i % n for i in self.static_argnums if -n <= i < n}
+        names = [nm for i, nm in enumerate(names[:n]) if i not in static_pos] + names[n:]
+        try:
+            annotate_module(module, self.in_shardings, self.out_shardings, dyn_args, names, out_tree,
+                            self.backend, bool(dyn_kwargs))
+        except ShardingError as e:
+            raise ShardingError(f"{e.args[0]}\n  at: {errors.user_source_line()}") from None
 
     def _trace(self, flat_fun, in_avals):
         """The jaxpr of ``flat_fun``, traced by the front end ``frontend=`` names. With the
@@ -485,7 +525,11 @@ class Jitted:
     def _call_nested(self, fun, dyn_args, dyn_kwargs):
         """jit inside a traced or transformed function (make_jaxpr, jit, grad, vmap): one `jit`
         equation carrying its jaxpr, inlined when lowered (JAX's pjit equation); a JAX function is
-        traced by JAX and its jaxpr interpreted on the outer trace's values."""
+        traced by JAX and its jaxpr interpreted on the outer trace's values. Its
+        ``in_shardings``/``out_shardings`` constrain its arguments and results there, as in JAX."""
+        if self.in_shardings is not _NO_SHARDING or self.out_shardings is not _NO_SHARDING:
+            from minixla.sharding.api import constrain_call
+            fun = constrain_call(fun, self.in_shardings, self.out_shardings)
         if self.frontend == "jax":
             from minixla.frontends.jax_importer import call_with_jax
             return call_with_jax(fun, dyn_args, dyn_kwargs)
@@ -626,6 +670,9 @@ class BoundJitted:
         return f"<bound jitted method {getattr(self.__func__, '__qualname__', '?')} of {self.__self__!r}>"
 
 
+#: "in_shardings/out_shardings not given" (``minixla.sharding.api.UNSPECIFIED``)
+from minixla.sharding.api import UNSPECIFIED as _NO_SHARDING  # noqa: E402
+
 #: signature descriptions kept per function for the diagnostics
 _HISTORY = 256
 #: stamps the last use of a compiled signature (``next`` of an itertools.count is atomic)
@@ -646,6 +693,10 @@ def _signature(x):
         return (x.shape, x.dtype)
     if isinstance(x, Tracer):
         raise _Inline
+    if isinstance(x, _JaxArray) and not getattr(x, "weak_type", False):
+        # (the key of a numpy array of its aval: a jax.Array result fed back -- a training
+        # step's parameters -- finds the executable its numpy first call compiled)
+        return (tuple(x.shape), np.dtype(x.dtype))
     return get_aval(x)
 
 
@@ -699,15 +750,32 @@ def jit(fun=None, *, backend: str = "llvm", donate_argnums=(), static_argnums=()
         inside too), whose jaxpr ``minixla.import_jaxpr`` imports; ``"minixla"`` -- minixla's tracer
         only; ``None`` (default) -- minixla's tracer, switching to ``"jax"`` (with a warning on the
         ``minixla.jit`` logger) when ``fun`` calls a JAX function on a traced value.
-      in_shardings, out_shardings, mesh, spmd_partitioner: with ``spmd_partitioner="minixla"``,
+      in_shardings, out_shardings: how arguments and results are laid out over a mesh of
+        devices, as ``jax.jit``'s: a ``jax.sharding.NamedSharding(mesh, PartitionSpec(...))``
+        (or a bare ``PartitionSpec`` under ``jax.set_mesh(mesh)``) for every array, ``None``
+        (unconstrained), or a tree prefix of the positional arguments tuple / of the output.
+        Each becomes an ``HloSharding`` on the entry parameter / root (``sharding={devices=
+        [2,1]0,1}`` in the HLO text). With ``backend="jax"`` the optimized HLO runs on the mesh's
+        devices under ``jax.jit(in_shardings=..., out_shardings=...)`` (XLA's SPMD partitioner
+        splits it) and returns ``jax.Array`` s carrying the output shardings; the ``llvm``
+        backend runs one device and keeps the annotations in the HLO. Errors
+        (``ShardingError``, a ValueError, naming the argument's pytree path and the mesh axis):
+        a spec longer than the rank, an unknown mesh axis, a dimension its mesh axes do not
+        divide, a mesh naming a device twice or an ``AbstractMesh`` to run on, a tree that does
+        not match the arguments, keyword arguments with ``in_shardings``; at a call, a committed
+        ``jax.Array`` laid out otherwise than its ``in_shardings`` (as ``jax.jit``).
+      mesh, spmd_partitioner: with ``spmd_partitioner="minixla"``,
         ``fun`` is partitioned for ``mesh`` (a ``jax.sharding.Mesh`` or ``{axis: size}``) by
         minixla's own SPMD partitioner (``minixla.sharding.partition``): ``in_shardings`` are
         ``PartitionSpec``/``NamedSharding`` (one for all arguments, or one per positional
         argument), ``out_shardings`` likewise for the outputs (``None``: propagated). The
-        per-device program runs on the mesh's virtual devices (``minixla.sharding.spmd_jit``);
+        per-device program runs on the mesh's virtual LLVM devices (``backend="llvm"``: one
+        thread and arena each, in this process), under ``jax.shard_map`` on JAX's devices
+        (``"jax"``) or in the HLO evaluator (``"evaluator"``) (``minixla.sharding.spmd_jit``);
         ``.lower(*args).as_text()`` is its HLO.
     Returns:
-      A ``Jitted`` callable returning numpy arrays; ``.lower(*args)`` gives the staged API. In a
+      A ``Jitted`` callable returning numpy arrays (``jax.Array`` s for a sharded ``jax``-backend
+      program); ``.lower(*args)`` gives the staged API. In a
       class body it is a method, as with ``jax.jit``: ``@functools.partial(jit, static_argnums=0)``
       makes ``self`` static. ``jit.optimization_pipeline()`` is the pass pipeline ``compile()`` runs.
     Raises:
@@ -726,11 +794,13 @@ def jit(fun=None, *, backend: str = "llvm", donate_argnums=(), static_argnums=()
             from minixla.sharding import ShardingError
             raise ShardingError("jit(spmd_partitioner='minixla') needs mesh= (a jax.sharding.Mesh "
                                 "or an {axis: size} dict)")
-        return SpmdJitted(fun, mesh, in_shardings, out_shardings)
-    if spmd_partitioner is not None or in_shardings is not None or out_shardings is not None:
+        return SpmdJitted(fun, mesh, in_shardings, out_shardings, backend=backend)
+    if spmd_partitioner is not None:
         raise errors.UnsupportedError(
-            f"jit: in_shardings/out_shardings need spmd_partitioner='minixla' (got {spmd_partitioner!r})")
-    return Jitted(fun, backend, donate_argnums, static_argnums, static_argnames, frontend)
+            f"jit: spmd_partitioner must be None (XLA's, on backend='jax') or 'minixla', "
+            f"got {spmd_partitioner!r}")
+    return Jitted(fun, backend, donate_argnums, static_argnums, static_argnames, frontend,
+                  in_shardings, out_shardings)
 
 
 # The README's ``minixla.jit.optimization_pipeline()``: ``minixla.jit`` is this function (it

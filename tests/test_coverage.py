@@ -2,6 +2,7 @@
 emits only the HLO opcodes the table lists for it."""
 import os
 
+import jax
 import numpy as np
 import pytest
 
@@ -87,6 +88,10 @@ EXTRA_OK = {"constant", "parameter", "broadcast", "reshape", "tuple"}
 # issue 14: minixla.random's special functions
 SAMPLES.update({"erf_inv": (lambda x: lax.erf_inv(x * 0.25), (f,)), "fma": (lambda x: lax.fma(x, x, 1.0), (f,)),
                 "sort": (lambda x: lax.sort((-x, x), num_keys=1), (f,))})
+# issue 17: a sharding constraint (over a mesh of shape only: no devices needed to lower it)
+SAMPLES["sharding_constraint"] = (lambda x: lax.with_sharding_constraint(
+    lax.sin(x), jax.sharding.NamedSharding(jax.sharding.AbstractMesh((2,), ("x",)), jax.sharding.PartitionSpec("x"))),
+    (f,))
 
 
 def _all_eqns(jaxpr):

@@ -238,6 +238,11 @@ def test_jit_with_minixla_partitioner():
     h = np.tanh(x @ params["w1"])
     np.testing.assert_allclose(out["y"], h @ params["w2"], rtol=2e-5, atol=1e-5)
     np.testing.assert_allclose(out["s"], h.sum(), rtol=2e-5)
+    # the default backend is the virtual LLVM mesh; the HLO evaluator is the reference
+    ref = minixla.jit(f, mesh=mesh, spmd_partitioner="minixla", backend="evaluator",
+                      in_shardings=({"w1": P(None, "model"), "w2": P("model", None)}, P("data")),
+                      out_shardings={"s": P(), "y": P("data")})(params, x)
+    np.testing.assert_allclose(out["y"], ref["y"], rtol=1e-6, atol=1e-6)
     text = g.lower(params, x).as_text()
     filecheck(text, """
 CHECK: f32[4,3]{1,0} parameter({{.}}), sharding={devices=[1,2,2]0,2,1,3 last_tile_dim_replicate}

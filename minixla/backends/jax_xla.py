@@ -140,7 +140,16 @@ COMPILER_OPTIONS = {"xla_allow_excess_precision": False}
 
 
 class JaxExecutable:
-    """A module compiled by real XLA through ``jax.jit``. Call with numpy arrays; returns a list."""
+    """A module compiled by real XLA through ``jax.jit``. Call with numpy arrays; returns a list.
+
+    A sharded module (``module.config["device_assignment"]``, set by ``jit(in_shardings=...,
+    out_shardings=...)`` or a ``with_sharding_constraint``) runs on those devices: its
+    parameters' ``sharding`` and ``config["output_shardings"]`` become ``jax.jit``'s
+    ``in_shardings``/``out_shardings`` (``minixla.sharding.api.to_jax_sharding``), each "Sharding"
+    custom-call a ``jax.lax.with_sharding_constraint``, and XLA's SPMD partitioner does the
+    rest. It takes ``jax.Array`` s as they are (``takes_device_arrays``; one laid out otherwise
+    is moved to the compiled sharding) and returns ``jax.Array`` s with the output shardings.
+    """
 
     def __init__(self, module):
         self.module = module
@@ -149,25 +158,76 @@ class JaxExecutable:
 
         n = len(entry.parameters)
         hidden = _hidden_arguments(module)
-        self._hidden = [jax.device_put(value) for _, value in hidden]  # (on the device once)
+        devices = _program_devices(module)
+        self.takes_device_arrays = devices is not None
+        if devices is None:
+            in_shardings = out_shardings = None
+            self._hidden = [jax.device_put(value) for _, value in hidden]  # (on the device once)
+        else:
+            from minixla.sharding.api import to_jax_sharding
+            from minixla.sharding.hlo_sharding import HloSharding
+            user = module.config.get("user_shardings", {})  # (what the user wrote, if in this device order)
+            replicated = to_jax_sharding(HloSharding.replicate(), devices, None, *user.values())
+            # (an argument without a sharding is replicated, as jax.jit's in_shardings=None)
+            in_shardings = [replicated if "sharding" not in p.attrs else
+                            to_jax_sharding(p.attrs["sharding"], devices, user.get(("parameter", k)))
+                            for k, p in enumerate(entry.parameters)] + [replicated] * len(hidden)
+            outs = module.config.get("output_shardings") or [None] * self.n_outputs
+            out_shardings = [None if h is None else to_jax_sharding(h, devices, user.get(("output", k)))
+                             for k, h in enumerate(outs)]
+            self._hidden = [jax.device_put(value, replicated) for _, value in hidden]
 
         def run(*args):
             _hidden.values = {key: a for (key, _), a in zip(hidden, args[n:])}
+            _hidden.devices = devices
             try:
                 out = evaluate_computation(entry, args[:n])
             finally:
-                _hidden.values = None
+                _hidden.values = _hidden.devices = None
             return list(out) if entry.root.opcode == "tuple" else [out]
         specs = [jax.ShapeDtypeStruct(p.shape.dims, p.shape.dtype) for p in entry.parameters]
         specs += [jax.ShapeDtypeStruct(v.shape, v.dtype) for v in self._hidden]
         t0 = time.perf_counter()
         # XLA keeps f16/bf16 intermediates of a fusion in f32 unless told not to; JAX eager rounds
         # after every op, and so do we (a bf16 square then + f32 gave 251.5 instead of 251.25).
-        self._compiled = jax.jit(run).lower(*specs).compile(COMPILER_OPTIONS)
+        jitted = jax.jit(run) if devices is None else jax.jit(run, in_shardings=in_shardings,
+                                                               out_shardings=out_shardings)
+        self._compiled = jitted.lower(*specs).compile(COMPILER_OPTIONS)
         self.compile_ms = (time.perf_counter() - t0) * 1e3
+        #: the shardings XLA compiled each argument for (None for a one-device program)
+        self.input_shardings = list(self._compiled.input_shardings[0])[:n] if devices is not None else None
+        self._specified = ["sharding" in p.attrs for p in entry.parameters]
 
     def __call__(self, *args):
-        return [np.asarray(x) for x in self._compiled(*args, *self._hidden)]
+        if self.input_shardings is None:
+            return [np.asarray(x) for x in self._compiled(*args, *self._hidden)]
+        placed = []
+        for k, (a, s) in enumerate(zip(args, self.input_shardings)):
+            if isinstance(a, jax.Array) and a.sharding.is_equivalent_to(s, a.ndim):
+                placed.append(a)
+                continue
+            if isinstance(a, jax.Array) and getattr(a, "_committed", False) and self._specified[k]:
+                from minixla.sharding.hlo_sharding import ShardingError
+                raise ShardingError(  # (as jax.jit: a committed array is not moved behind your back)
+                    f"Sharding passed to jit does not match the sharding on the respective arg: "
+                    f"flat argument {k} ({a.dtype}{list(a.shape)}) is laid out as {a.sharding}, the "
+                    f"program was compiled for {s} (jax.device_put it there first)")
+            placed.append(jax.device_put(a, s))  # (numpy, or an argument without in_shardings)
+        return list(self._compiled(*placed, *self._hidden))
+
+
+def _program_devices(module):
+    """The jax devices of a sharded module's logical devices, or None (one device)."""
+    ids = module.config.get("device_assignment")
+    if ids is None:
+        return None
+    by_id = {d.id: d for d in jax.devices()}
+    missing = [i for i in ids if i not in by_id]
+    if missing:
+        from minixla.sharding.hlo_sharding import ShardingError
+        raise ShardingError(f"the program's mesh names devices {missing}, which this process does not "
+                            f"have (jax.devices(): {len(by_id)} devices)")
+    return [by_id[i] for i in ids]
 
 
 def compile_module(module, assignment=None) -> JaxExecutable:
@@ -279,5 +339,18 @@ def _conditional(instr, index, *operands):
     return lax.switch(index, fns, tuple(operands))
 
 
+
+
+def _sharding_custom_call(instr, x):
+    """A "Sharding" custom-call: ``jax.lax.with_sharding_constraint`` over the program's devices
+    (the identity in a one-device program)."""
+    devices = getattr(_hidden, "devices", None)
+    if devices is None:
+        return x
+    from minixla.sharding.api import to_jax_sharding
+    return lax.with_sharding_constraint(x, to_jax_sharding(instr.attrs["sharding"], devices))
+
+
+jax_rules["custom-call"] = _sharding_custom_call
 jax_rules["while"] = _while
 jax_rules["conditional"] = _conditional

@@ -396,6 +396,15 @@ def _identity(x, **params):
     return x
 
 
+def _sharding_constraint(x, *, sharding=None, unconstrained_dims=(), **_):
+    """JAX's ``with_sharding_constraint`` as minixla's (issue 17), when its sharding is a
+    ``NamedSharding`` with every dim constrained; otherwise the identity (the value is unchanged)."""
+    import jax.sharding as js
+    if isinstance(sharding, js.NamedSharding) and not unconstrained_dims:
+        return lax.with_sharding_constraint(x, sharding)
+    return x
+
+
 def _split(x, *, sizes, axis):
     outs, start = [], 0
     shape = x.shape if hasattr(x, "shape") else np.shape(x)
@@ -545,7 +554,8 @@ import_rules.update({
     "round": _round, "square": _square, "add_any": _elementwise("add_any", "add"),
     "stop_gradient": lambda x: lax.stop_gradient(x),
     "copy": _identity, "copy_p": _identity, "optimization_barrier": lambda *xs: list(xs),
-    "sharding_constraint": _identity, "device_put": lambda *xs, **_: list(xs),
+    "sharding_constraint": lambda x, **params: _sharding_constraint(x, **params),
+    "device_put": lambda *xs, **_: list(xs),
     "split": _split, "dot_general": _dot_general, "conv_general_dilated": _conv, "gather": _gather,
     "scatter": _scatter(lax.scatter), "scatter-add": _scatter(lax.scatter_add),
     "scatter-mul": _scatter(lax.scatter_mul), "scatter-min": _scatter(lax.scatter_min),

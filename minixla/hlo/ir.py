@@ -213,6 +213,11 @@ class HloModule:
         self.entry: HloComputation | None = None
         self._counter = itertools.count()
         self._names: set = set()
+        #: XLA's ``HloModuleConfig``, the part minixla uses: ``device_assignment`` (the jax
+        #: device ids of logical devices 0..n-1 of a sharded program), ``num_partitions``,
+        #: ``output_shardings`` (an ``HloSharding`` or None per output), ``user_shardings`` (the
+        #: jax.sharding objects they came from; see minixla.sharding.api)
+        self.config: dict = {}
 
     def unique_name(self, base: str) -> str:
         while True:
@@ -249,6 +254,7 @@ class HloModule:
         n = next(self._counter)
         self._counter, new._counter = itertools.count(n), itertools.count(n)
         new._names = set(self._names)
+        new.config = dict(self.config)
         comps = {}
         for comp in self.computations:  # callees first
             c = HloComputation(comp.name)

@@ -701,3 +701,19 @@ lowering_rules[lax.sort_p] = _sort
 
 
 from minixla.hlo import control_flow as _control_flow  # noqa: E402,F401 (its rows: while, conditional)
+
+
+# ---------------------------------------------------------------------------------------
+# Sharding constraints (issue 17): XLA's ``custom-call`` with target "Sharding", as JAX lowers
+# ``with_sharding_constraint``. Its ``sharding`` numbers devices by their position in the
+# program's device assignment (``module.config["device_assignment"]``): the first mesh seen
+# sets it, and a constraint over another arrangement of the same devices is renumbered.
+
+def _sharding_constraint(ctx, operands, in_avals, out_aval, *, sharding):
+    from minixla.sharding.api import constraint_sharding
+    hlo = constraint_sharding(ctx.module, sharding, in_avals[0].shape)
+    return ctx.add("custom-call", shape_of(out_aval), [operands[0]], custom_call_target="Sharding",
+                   sharding=hlo)
+
+
+lowering_rules[lax.sharding_constraint_p] = _sharding_constraint

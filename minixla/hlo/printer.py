@@ -73,6 +73,8 @@ def format_attr(key, value) -> str:
         return f"{key}={format_groups(value)}"
     if key == "sharding":  # an HloSharding: prints itself in braces, as XLA
         return f"sharding={value}"
+    if key == "custom_call_target":  # a string, quoted as XLA prints it
+        return f'{key}="{value}"'
     return f"{key}={value}"
 
 

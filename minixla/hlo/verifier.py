@@ -601,3 +601,12 @@ shape_rules["reduce-scatter"] = _reduce_scatter
 shape_rules["all-to-all"] = _all_to_all
 shape_rules["collective-permute"] = _collective_permute
 shape_rules["partition-id"] = _partition_id
+def _custom_call(instr):  # (issue 17) only XLA's "Sharding" target: the identity, annotated
+    _operand_count(instr, 1)
+    target = instr.attrs.get("custom_call_target")
+    _require(target == "Sharding", f"custom-call target {target!r} is not known (only \"Sharding\")")
+    _require("sharding" in instr.attrs, "a Sharding custom-call needs a sharding= attribute")
+    return _array(instr.operands[0])
+
+
+shape_rules["custom-call"] = _custom_call

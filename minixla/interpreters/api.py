@@ -16,7 +16,7 @@ from minixla.core import errors
 from minixla.core.avals import get_aval
 from minixla.core.tracing import Tracer, new_trace, trace_to_jaxpr
 from minixla.core.tracing import flatten_fun as _flatten_fun_kw
-from minixla.interpreters import ad, ad_rules, ad_scatter_rules, jit_call  # noqa: F401 (they register rules)
+from minixla.interpreters import ad, ad_rules, ad_scatter_rules, jit_call, sharding_rules  # noqa: F401 (they register rules)
 from minixla.interpreters.ad import Zero, float0, is_float, tangent_aval, zeros_like_aval
 from minixla.interpreters.batching import BatchTrace, BatchTracer, moveaxis
 

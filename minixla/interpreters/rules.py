@@ -13,7 +13,7 @@ import contextlib
 
 from minixla.core.primitive import impl_rules, registry, shape_rules
 from minixla.interpreters import (ad_rules, ad_scatter_rules, batching, custom_derivatives,  # noqa: F401
-                                  jit_call, remat)  # (they register the rows)
+                                  jit_call, remat, sharding_rules)  # (they register the rows)
 from minixla.interpreters.ad import jvp_rules, transpose_rules
 from minixla.interpreters.batching import batching_rules
 
@@ -25,6 +25,7 @@ LINEAR = {"neg", "add", "sub", "mul", "div", "convert_element_type", "broadcast_
           "dot_general", "conv_general_dilated", "cumsum", "dynamic_slice", "dynamic_update_slice",
           "gather", "scatter-add", "scatter", "scatter-mul", "remat2", "jit", "reduce_window_sum"}
 LINEAR |= {"sort"}  # (issue 14) in the operands it carries along (not its keys)
+LINEAR |= {"sharding_constraint"}  # (issue 17) the identity, laid out
 
 #: primitives without operands: nothing to batch, no tangent to carry
 NO_OPERANDS = {"iota"}

@@ -23,13 +23,14 @@ The families, each building on the ones before it:
 - ``control_flow``: ``cond``, ``switch``, ``while_loop``, ``fori_loop``, ``scan``, ``map`` (sub-jaxprs)
 - ``composites``: what ``jax.lax`` builds from other primitives: ``associative_scan``,
   ``conv_transpose``, ``reduce`` (standard monoids), ``square``, ``batch_matmul``, ...
+- ``sharding``: ``with_sharding_constraint`` (a layout over the mesh; the value is unchanged)
 
 This module is the public face: it re-exports every family's names.
 """
 from minixla.core import errors
 from minixla.lax import base, elementwise, structural  # noqa: I001 (in layer order)
 from minixla.lax import reductions, contractions, indexing
-from minixla.lax import windows, special, sorting, control_flow, composites
+from minixla.lax import windows, special, sorting, control_flow, composites, sharding
 from minixla.lax.base import *  # noqa: F401,F403
 from minixla.lax.elementwise import *  # noqa: F401,F403
 from minixla.lax.elementwise import _convert_weak  # noqa: F401 (minixla.numpy's promotion)
@@ -43,9 +44,10 @@ from minixla.lax.sorting import *  # noqa: F401,F403
 from minixla.lax.control_flow import *  # noqa: F401,F403
 from minixla.lax.composites import *  # noqa: F401,F403
 from minixla.lax.control_flow import cond_p, while_p, scan_p  # noqa: F401
+from minixla.lax.sharding import with_sharding_constraint, sharding_constraint_p  # noqa: F401
 
 # Every public function is an API boundary: an error escaping it names the function, the
 # shapes it was given and the user's line (``errors.api_boundary``). Keep this at the end.
 errors.wrap_package_functions(globals(), [base, elementwise, structural, reductions, contractions,
                                           indexing, windows, special, sorting, control_flow,
-                                          composites])
+                                          composites, sharding])

@@ -109,6 +109,7 @@ from dataclasses import dataclass
 import networkx as nx
 import numpy as np
 
+from minixla.hlo.collectives import COLLECTIVE_OPCODES
 from minixla.hlo.ir import ELEMENTWISE, HloInstruction
 from minixla.hlo.scan import scan_axis
 from minixla.passes.pipeline import HloPass
@@ -122,8 +123,9 @@ _EXPENSIVE = {"exponential", "log", "tanh", "logistic", "divide", "sqrt", "rsqrt
 _CONTRACTIONS = {"dot", "convolution"}
 #: entry instructions that launch no kernel (a row-major reshape is a bitcast).
 NOT_KERNELS = {"parameter", "constant", "tuple", "reshape", "get-tuple-element"}
-#: instructions that never root a fusion: no kernel, or a loop/branch running other computations
-_NO_FUSION_ROOT = NOT_KERNELS | {"while", "conditional"}
+#: instructions that never root a fusion: no kernel, a loop/branch running other computations,
+#: or an SPMD collective / ``partition-id`` (a plan step of its own: ``backends/spmd/steps.py``)
+_NO_FUSION_ROOT = NOT_KERNELS | {"while", "conditional", "partition-id"} | COLLECTIVE_OPCODES
 
 
 def _is_elementwise(instr) -> bool:

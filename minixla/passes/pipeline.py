@@ -43,7 +43,10 @@ class PassPipeline(HloPass):
         changed = False
         for p in self.passes:
             t0 = time.perf_counter()
+            root = module.entry.root if module.entry is not None else None
             c = p.run(module)
+            if root is not None and module.entry.root is not root:
+                _keep_root_sharding(root, module.entry.root)
             ms = (time.perf_counter() - t0) * 1e3
             self.log.append(PassLogEntry(f"{self.name}/{p.name}", bool(c), ms))
             if isinstance(p, (PassPipeline, FixedPoint)):
@@ -62,6 +65,15 @@ class PassPipeline(HloPass):
             lines += ["    " + line for line in str(p).splitlines()] if isinstance(p, (PassPipeline, FixedPoint)) \
                 else [f"    {p.name}"]
         return "\n".join(lines)
+
+
+def _keep_root_sharding(old, new) -> None:
+    """The entry root's ``sharding`` (``out_shardings``) moves to the instruction a pass put in
+    its place, as XLA's ``ReplaceInstruction`` keeps it (not onto a parameter: its own sharding
+    is its input's; the output's stays in ``module.config``)."""
+    if "sharding" in old.attrs and "sharding" not in new.attrs and new.opcode != "parameter" \
+            and new.shape == old.shape:
+        new.attrs["sharding"] = old.attrs["sharding"]
 
 
 class FixedPoint(HloPass):

@@ -34,7 +34,6 @@ cost analysis uses (see its docstring), for the comparison with XLA's partitione
 from __future__ import annotations
 
 import math
-import re
 
 import numpy as np
 
@@ -570,46 +569,3 @@ def _instr_bytes(i) -> float:
         return 0.0
     g = len(i.attrs["replica_groups"][0]) if i.opcode != "collective-permute" else 2
     return _bytes_model(i.opcode, g, _shape_bytes(i.operands[0].shape), _shape_bytes(i.shape))
-
-
-_XLA_COLL = re.compile(r"=\s*(\([^=]*?\)|\w+\[[\d,]*\](?:\{[^}]*\})?)\s+"
-                       r"(all-reduce|all-gather|reduce-scatter|all-to-all|collective-permute)"
-                       r"(?:-start)?\((.*)$")
-_DTYPE_BYTES = {"f64": 8, "f32": 4, "f16": 2, "bf16": 2, "s64": 8, "s32": 4, "s16": 2, "s8": 1,
-                "u64": 8, "u32": 4, "u16": 2, "u8": 1, "pred": 1}
-
-
-def _text_shape_bytes(text: str) -> int:
-    return sum(_DTYPE_BYTES[dt] * math.prod(int(d) for d in dims.split(",") if d)
-               for dt, dims in re.findall(r"(\w+)\[([\d,]*)\]", text))
-
-
-def _group_size(rest: str, num_devices: int) -> int:
-    m = re.search(r"replica_groups=(\{\}|\{\{[\d,{} ]*\}\}|\[(\d+),(\d+)\]<=\[[\d,]+\](?:T\([\d,]+\))?"
-                  r"|mesh\[([^\]]*)\]\s*\{([^}]*)\})", rest)
-    if m is None or m.group(1) == "{}":
-        return num_devices
-    if m.group(2):  # iota form [groups, size]<=[...]
-        return int(m.group(3))
-    if m.group(4) is not None:  # mesh['x'=2,'y'=4] {'y'}: the named axes form a group
-        sizes = dict((k, int(v)) for k, v in re.findall(r"'(\w+)'=(\d+)", m.group(4)))
-        return math.prod(sizes[a] for a in re.findall(r"'(\w+)'", m.group(5)))
-    return len(collectives.parse_groups(m.group(1))[0])
-
-
-def collective_bytes_from_text(hlo_text: str, num_devices: int) -> list:
-    """``collective_bytes`` for XLA's HLO text (e.g. ``jax.jit(f).lower(...).compile()
-    .as_text()``), with the same model. Reads explicit (``{{0,1},{2,3}}``), iota
-    (``[2,4]<=[8]``) and mesh (``mesh['x'=2,'y'=4] {'y'}``) replica groups; no groups means
-    all ``num_devices``."""
-    out = []
-    for line in hlo_text.splitlines():
-        m = _XLA_COLL.search(line)
-        if not m:
-            continue
-        shape_text, opcode, rest = m.groups()
-        g = 2 if opcode == "collective-permute" else _group_size(rest, num_devices)
-        result = _text_shape_bytes(shape_text)
-        operand_bytes = result * g if opcode == "reduce-scatter" else result
-        out.append((opcode, shape_text, _bytes_model(opcode, g, operand_bytes, result)))
-    return out

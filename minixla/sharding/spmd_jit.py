@@ -3,9 +3,12 @@ trace and lower as ``jit`` does, then partition with minixla's own SPMD partitio
 (``minixla.sharding.partition``) and run the per-device program on the mesh's devices.
 
 The executor is pluggable: ``executor(module, num_partitions)`` returns a function from the
-per-device argument lists to the per-device results. The default runs the per-device program
-on virtual devices in the HLO evaluator (``evaluate_spmd``, the collectives' reference
-semantics); the LLVM virtual-device mesh and the ``shard_map`` hand-off plug in here.
+per-device argument lists to the per-device results. ``backend="llvm"`` (the default) runs the
+per-device program on a mesh of virtual LLVM devices in this process
+(``minixla.backends.spmd.llvm_executor``: a thread and an arena per device, collectives in
+generated code); ``backend="jax"`` under ``jax.shard_map`` on real JAX devices
+(``shard_map_executor``); ``evaluator_executor`` runs it in the HLO evaluator
+(``evaluate_spmd``, the collectives' reference semantics).
 """
 from __future__ import annotations
 
@@ -66,11 +69,20 @@ def evaluator_executor(module, n):
 class SpmdJitted:
     """A function compiled for a mesh with minixla's partitioner (see ``minixla.jit``)."""
 
-    def __init__(self, fun, mesh, in_shardings, out_shardings, executor=None):
+    def __init__(self, fun, mesh, in_shardings, out_shardings, executor=None, backend="llvm"):
         self.fun = fun
         self.mesh_axes = mesh_axes_of(mesh)
         self.in_shardings, self.out_shardings = in_shardings, out_shardings
-        self.executor = executor or evaluator_executor
+        if executor is None:
+            from minixla.backends import spmd
+            executors = {"llvm": spmd.llvm_executor, "evaluator": evaluator_executor}
+            if backend == "jax":
+                executors["jax"] = spmd.shard_map_executor
+            if backend not in executors:
+                raise ValueError(f"spmd_partitioner='minixla' runs on backend 'llvm', 'jax' or "
+                                 f"'evaluator', got {backend!r}")
+            executor = executors[backend]
+        self.executor = executor
         self._cache: dict = {}
 
     def lower(self, *args) -> "SpmdCompiled":

@@ -46,6 +46,11 @@ from minixla.hlo.ir import HloInstruction, HloModule, Shape
 from minixla.passes.buffer_assignment import TUPLE_BUFFERS, _align, _leaves, assign_buffers, tuple_offsets
 
 CONTROL_OPCODES = {"while", "conditional"}
+#: opcodes compiled as plan steps of their own rather than kernels: control flow, and the
+#: collectives and ``partition-id`` of an SPMD program (``minixla/backends/spmd/steps.py``)
+SPMD_OPCODES = {"all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute",
+                "partition-id"}
+STEP_OPCODES = CONTROL_OPCODES | SPMD_OPCODES
 #: instructions that launch no kernel in a flattened computation
 _VIEWS = {"parameter", "constant", "tuple", "reshape", "bitcast", "get-tuple-element"}
 
@@ -55,12 +60,21 @@ _uids = itertools.count()
 class ControlContext:
     """What building control steps needs from ``compile_module``: a function emitting one
     kernel, the key function of the entry, the arena (grown by each computation's region) and
-    the array constants of kernels inside called computations (``("sconst", uid, j)`` keys)."""
+    the array constants of kernels inside called computations (``("sconst", uid, j)`` keys).
 
-    def __init__(self, make_kernel, arena_size: int):
+    For the collectives of an SPMD program (``minixla/backends/spmd``): ``register`` turns an
+    LLVM module emitted under ``kernel_cache.PLACEHOLDER`` into a compiled, declared symbol (as
+    a kernel's), ``num_partitions`` is the mesh size the program is compiled for, and
+    ``collectives`` lists the collective instructions in the order their steps were built
+    (a step's index there names it in errors)."""
+
+    def __init__(self, make_kernel, arena_size: int, register=None, num_partitions: int = 1):
         self.make_kernel = make_kernel
         self.arena_size = _align(arena_size)
         self.constants: dict = {}
+        self.register = register
+        self.num_partitions = num_partitions
+        self.collectives: list = []
 
     def reserve(self, nbytes: int) -> int:
         base = self.arena_size
@@ -174,7 +188,7 @@ class SubProgram:
         for instr in self.entry.instructions:
             if instr.opcode in _VIEWS or instr.shape.size == 0:
                 continue
-            if instr.opcode in CONTROL_OPCODES:
+            if instr.opcode in STEP_OPCODES:
                 self.calls.append(control_step(instr, self.key, self.ctx, self.entry))
                 continue
             kernel = self.ctx.make_kernel(instr, self.assignment.in_place.get(instr, ()))
@@ -382,8 +396,11 @@ class ConditionalStep(ControlStep):
 
 
 def control_step(instr, keyfn, ctx, comp=None) -> ControlStep:
-    """The plan step of a ``while`` or ``conditional`` of computation ``comp`` whose own buffer
-    is ``keyfn(instr)``."""
+    """The plan step of a ``while``, ``conditional``, collective or ``partition-id`` of
+    computation ``comp`` whose own buffer is ``keyfn(instr)``."""
+    if instr.opcode in SPMD_OPCODES:
+        from minixla.backends.spmd.steps import spmd_step
+        return spmd_step(instr, keyfn, ctx)
     key = keyfn(instr)
     if key[0] != "temp":
         raise UnsupportedError(f"LLVM backend: %{instr.name} must have a temporary buffer, got {key}")
@@ -394,4 +411,4 @@ def control_step(instr, keyfn, ctx, comp=None) -> ControlStep:
     return ConditionalStep(instr, keyfn, ctx)
 
 
-__all__ = ["CONTROL_OPCODES", "ControlContext", "control_step", "flatten_computation", "Shape"]
+__all__ = ["CONTROL_OPCODES", "STEP_OPCODES", "ControlContext", "control_step", "flatten_computation", "Shape"]

@@ -871,3 +871,7 @@ def _fma_rule(em, instr, index):  # minixla.lax.fma (issue 14): a*b + c, one rou
 
 
 emit_rules["fma"] = _fma_rule
+
+# A "Sharding" custom-call (issue 17) is the identity on one device. ``jit`` removes it before
+# this backend runs (passes/sharding_remover.py); the row keeps a module built by hand runnable.
+emit_rules["custom-call"] = lambda em, instr, index: em.operand(instr, 0, index)

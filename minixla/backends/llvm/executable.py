@@ -39,7 +39,7 @@ from llvmlite import ir
 
 from minixla.backends.llvm import ir_types as T
 from minixla.backends.llvm import compile_server, kernel_cache
-from minixla.backends.llvm.control_flow import CONTROL_OPCODES, ControlContext, control_step
+from minixla.backends.llvm.control_flow import STEP_OPCODES, ControlContext, control_step
 from minixla.backends.llvm.kernels import DENORMAL_ATTRIBUTE, FLUSH_DENORMALS, emit_kernel
 from minixla.backends.llvm.loops import with_loop_ids
 from minixla.backends.llvm.runtime import thread_pool
@@ -285,6 +285,8 @@ class LlvmExecutable:
             c = np.ascontiguousarray(plan.sub_constants[key[1:]])
             self._keepalive.append(c)
             return c.ctypes.data
+        if kind in ("mesh", "device"):  # an SPMD program's: set per device (backends/spmd)
+            return 0
         raise AssertionError(key)
 
     @staticmethod
@@ -337,8 +339,10 @@ class LlvmExecutable:
         finally:
             self._free_contexts.append(context)
 
-    def _run(self, params, table, arena, addr):
+    def _run(self, params, table, arena, addr, should_stop=None):
         # (``params`` and ``outs`` keep the arrays alive while the code reads the table)
+        # ``should_stop()``, asked after each step, ends the run early (returns None): a
+        # device of a virtual mesh whose peers failed (backends/spmd/virtual_mesh.py).
         if self._param_order:
             table[self._param_slot_index] = [_address_of(params[k]) for k in self._param_order]
         outs = {j: np.empty(dims, dtype) for j, (dims, dtype) in self._out_list}
@@ -349,6 +353,8 @@ class LlvmExecutable:
                 self._pool.parallel_for(fn, addr, units)
             else:
                 fn(addr)
+            if should_stop is not None and should_stop():
+                return None
         results = []
         for how, where, r in self._results:
             if how == "fresh":
@@ -453,12 +459,14 @@ def _kernel_text(kmod: ir.Module) -> str:
     return text
 
 
-def compile_module(module, assignment, num_threads: int | None = None) -> LlvmExecutable:
+def compile_module(module, assignment, num_threads: int | None = None,
+                   num_partitions: int = 1) -> LlvmExecutable:
     """Compile ``module`` (an optimized HloModule) with buffer ``assignment`` for the host CPU.
 
     ``num_threads``: split big kernels over this many threads (default: the process-wide pool,
-    sized by ``MINIXLA_NUM_THREADS``). Raises ``UnsupportedError`` naming the opcode/dtype for
-    anything the backend cannot emit.
+    sized by ``MINIXLA_NUM_THREADS``). ``num_partitions``: the mesh an SPMD per-device program
+    (with collectives) runs on -- ``minixla.backends.spmd`` runs it on virtual devices. Raises
+    ``UnsupportedError`` naming the opcode/dtype for anything the backend cannot emit.
     """
     t0 = time.perf_counter()
     pool = thread_pool()
@@ -470,29 +478,33 @@ def compile_module(module, assignment, num_threads: int | None = None) -> LlvmEx
     split = compile_server.Split()  # new kernels start compiling in the workers as soon as emitted
     count = iter(range(1 << 62))
 
-    def make_kernel(instr, in_place):
+    def register(kmod) -> str:
         # Each kernel is a module of its own, named after a hash of its text (kernel_cache.py).
+        symbol, text = kernel_cache.symbol_for(_kernel_text(kmod))
+        if symbol not in used and symbol not in new_kernels:
+            cached = kernel_cache.lookup(symbol)
+            if cached is None:
+                new_kernels[symbol] = text
+                split.offer(symbol, text)
+            else:
+                used[symbol] = cached
+        fn = kmod.globals[kernel_cache.PLACEHOLDER]
+        if symbol not in llvm_module.globals:  # declared; defined by a linked module or the cache
+            ir.Function(llvm_module, fn.function_type, name=symbol)
+        return symbol
+
+    def make_kernel(instr, in_place):
         kmod = ir.Module(name=kernel_cache.PLACEHOLDER)
         kernel = emit_kernel(kmod, instr, kernel_cache.PLACEHOLDER, in_place=in_place, threads=pool.size)
         kernel.name = _kernel_name(next(count), instr)
-        kernel.symbol, text = kernel_cache.symbol_for(_kernel_text(kmod))
-        if kernel.symbol not in used and kernel.symbol not in new_kernels:
-            cached = kernel_cache.lookup(kernel.symbol)
-            if cached is None:
-                new_kernels[kernel.symbol] = text
-                split.offer(kernel.symbol, text)
-            else:
-                used[kernel.symbol] = cached
-        fn = kmod.globals[kernel_cache.PLACEHOLDER]
-        if kernel.symbol not in llvm_module.globals:  # declared; defined by a linked module or the cache
-            ir.Function(llvm_module, fn.function_type, name=kernel.symbol)
+        kernel.symbol = register(kmod)
         return kernel
 
-    control = ControlContext(make_kernel, assignment.arena_size)
+    control = ControlContext(make_kernel, assignment.arena_size, register, num_partitions)
     for instr in module.entry.instructions:
         if instr.opcode in _NO_KERNEL:
             continue
-        if instr.opcode in CONTROL_OPCODES:  # a loop or branch: kernels of its computations
+        if instr.opcode in STEP_OPCODES:  # a loop or branch (kernels of its computations), a collective
             kernels.append(control_step(instr, lambda i: buffer_key(i, assignment), control, module.entry))
             continue
         kernels.append(make_kernel(instr, getattr(assignment, "in_place", {}).get(instr, ())))
@@ -515,6 +527,7 @@ def compile_module(module, assignment, num_threads: int | None = None) -> LlvmEx
     for symbol, text in new_kernels.items():
         kernel_cache.insert(symbol, text, jit)
     exe = build_executable(module, assignment, kernels, jit, plan, steps, thunks, pool)
+    exe.collectives = control.collectives
     exe._compile_ms = (time.perf_counter() - t0) * 1e3
     return exe
 
