@@ -156,3 +156,22 @@ def test_a_sharding_that_does_not_fit_is_an_error():
         _propagate("""
   %x = f32[8] parameter(0), sharding={devices=[2,1]0,1}
   ROOT %o = f32[8] negate(%x)""")
+
+
+def test_using_dim_map_installs_a_rule_and_restores_the_built_in_one():
+    from minixla.passes.sharding_propagation import DIM_MAP_RULES, using_dim_map
+    body = """
+  %x = f32[8,4] parameter(0), sharding={devices=[2,1]0,1}
+  ROOT %t = f32[4,8] transpose(%x), dimensions={1,0}"""
+    assert _propagate(body)["t"] == "{devices=[1,2]0,1}"
+    with using_dim_map("transpose", lambda instr, k: [None, None]):
+        assert _propagate(body)["t"] == "{replicated}"
+        with using_dim_map("transpose", None):  # None: the built-in rule
+            assert _propagate(body)["t"] == "{devices=[1,2]0,1}"
+        assert _propagate(body)["t"] == "{replicated}"
+
+    def broken(instr, k):
+        raise RuntimeError("a broken rule")
+    with pytest.raises(RuntimeError, match="broken"), using_dim_map("transpose", broken):
+        _propagate(body)
+    assert "transpose" not in DIM_MAP_RULES and _propagate(body)["t"] == "{devices=[1,2]0,1}"

@@ -41,6 +41,7 @@ instruction's sharding is only replaced by one with strictly more tiles, so the 
 """
 from __future__ import annotations
 
+import contextlib
 import math
 
 import numpy as np
@@ -174,9 +175,38 @@ def _conv_labels(instr):
     return parse_dim_labels(instr.attrs["dim_labels"])
 
 
+#: opcode -> ``rule(instr, k)``, a dimension map tried before the built-in ones below (set it
+#: with ``using_dim_map``): how a rule of one's own -- tutorial 13's exercise -- reaches the
+#: propagation pass and the partitioner, which both read ``dim_map``.
+DIM_MAP_RULES: dict = {}
+
+
+@contextlib.contextmanager
+def using_dim_map(opcode: str, rule):
+    """Within the ``with`` block, ``rule(instr, k) -> list`` is the dimension map of
+    ``opcode`` (``rule=None``: the built-in one); the previous rule is restored on exit, also
+    after an error. Process-global, as ``minixla.interpreters.rules.using_rule``."""
+    missing = object()
+    old = DIM_MAP_RULES.get(opcode, missing)
+    if rule is None:
+        DIM_MAP_RULES.pop(opcode, None)
+    else:
+        DIM_MAP_RULES[opcode] = rule
+    try:
+        yield rule
+    finally:
+        if old is missing:
+            DIM_MAP_RULES.pop(opcode, None)
+        else:
+            DIM_MAP_RULES[opcode] = old
+
+
 def dim_map(instr, k: int):
     """For operand ``k`` of ``instr``: a list with, for each result dim, the operand dim it
     comes from (``None``: none, so the result dim cannot be tiled from this operand)."""
+    rule = DIM_MAP_RULES.get(instr.opcode)
+    if rule is not None:
+        return list(rule(instr, k))
     op = instr.operands[k]
     rank, orank = instr.shape.rank, op.shape.rank
     none = [None] * rank
