@@ -57,6 +57,8 @@ if __package__ in (None, ""):  # ``python benchmarks/spmd_runtime.py``
     __package__ = "benchmarks"
 
 NUM_DEVICES = 8
+
+from minixla.passes.spmd_partitioner import bytes_moved  # noqa: E402 (one byte model)
 F32 = np.float32
 
 # -- XLA's partitioned HLO text --------------------------------------------------------------
@@ -120,23 +122,6 @@ def _pairs(rest: str) -> tuple:
     if m is None:
         return ()
     return tuple(tuple(int(v) for v in p.split(",")) for p in re.findall(r"\{?(\d+,\d+)\}?", m.group(1) + "}"))
-
-
-def bytes_moved(opcode: str, group_size: int, operand_bytes: int, result_bytes: int) -> float:
-    """Bytes one device sends in a ring implementation of ``opcode`` over ``group_size``
-    devices (the model of the module docstring)."""
-    g = group_size
-    if g <= 1:
-        return 0.0
-    if opcode == "all-reduce":
-        return 2 * (g - 1) / g * result_bytes
-    if opcode == "all-gather":
-        return (g - 1) / g * result_bytes
-    if opcode == "reduce-scatter":
-        return (g - 1) / g * operand_bytes
-    if opcode == "all-to-all":
-        return (g - 1) / g * result_bytes
-    return float(result_bytes)  # collective-permute
 
 
 def xla_collectives(hlo_text: str, num_devices: int = NUM_DEVICES) -> list[dict]:

@@ -538,8 +538,13 @@ def _shape_bytes(shape: Shape) -> int:
     return shape.nbytes
 
 
-def _bytes_model(opcode, group, operand_bytes, result_bytes) -> float:
-    g = group
+def bytes_moved(opcode: str, group_size: int, operand_bytes: int, result_bytes: int) -> float:
+    """Bytes one device sends in a ring (bandwidth-optimal) implementation of collective
+    ``opcode`` over ``group_size`` devices (the model of ``collective_bytes``); 0 for a group of
+    one. ``benchmarks/spmd*.py`` measure XLA's partitioned HLO with it too."""
+    g = group_size
+    if g <= 1:
+        return 0.0
     if opcode == "all-reduce":
         return 2 * (g - 1) / g * result_bytes
     if opcode == "all-gather":
@@ -568,4 +573,4 @@ def _instr_bytes(i) -> float:
     if i.opcode not in collectives.COLLECTIVE_OPCODES:
         return 0.0
     g = len(i.attrs["replica_groups"][0]) if i.opcode != "collective-permute" else 2
-    return _bytes_model(i.opcode, g, _shape_bytes(i.operands[0].shape), _shape_bytes(i.shape))
+    return bytes_moved(i.opcode, g, _shape_bytes(i.operands[0].shape), _shape_bytes(i.shape))
