@@ -193,8 +193,10 @@ def fit(x_train, y_train, steps, seed=0, batch=64, lr=1e-3, train_with="minixla"
     t0 = time.perf_counter()
     for t, idx in enumerate(batches, start=1):
         params, m, v, loss = step(params, m, v, np.float32(t), x_train[idx], y_train[idx])
-        losses.append(loss)
-    losses = [float(loss) for loss in losses]
+        # Wait for each step: with 8 host devices on a 2-core machine, queueing 1,500 sharded
+        # steps asynchronously starves one device thread past XLA:CPU's 40 s collective
+        # rendezvous timeout (an abort, found by a fresh user; plain jax.jit does the same).
+        losses.append(float(loss))
     return dict(params=jax.tree.map(np.asarray, params), losses=losses, step=step,
                 compile_ms=compile_ms, train_s=time.perf_counter() - t0)
 

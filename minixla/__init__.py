@@ -16,8 +16,9 @@ from minixla.interpreters.custom_derivatives import custom_jvp, custom_vjp
 from minixla.interpreters.remat import checkpoint, remat, checkpoint_policies
 from minixla.frontends import import_jaxpr
 from minixla.sharding.api import device_put
+from minixla import nn, random  # (as `import jax` gives jax.nn and jax.random)
 
 __all__ = ["make_jaxpr", "jit", "config", "lax", "numpy", "errors", "ShapedArray", "Lowered", "Compiled",
            "jvp", "linearize", "vjp", "grad", "value_and_grad", "jacfwd", "jacrev", "hessian", "vmap",
            "eval_shape", "linear_transpose", "custom_jvp", "custom_vjp", "checkpoint", "remat",
-           "checkpoint_policies", "import_jaxpr", "device_put"]
+           "checkpoint_policies", "import_jaxpr", "device_put", "nn", "random"]

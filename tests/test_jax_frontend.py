@@ -234,6 +234,14 @@ def test_control_flow_imports_as_minixla_control_flow():
     loss = lambda x: lax.scan(lambda c, y: (c * y + 1, c), 1.0, x)[0]  # noqa: E731
     np.testing.assert_allclose(minixla.grad(minixla.jit(loss, frontend="jax"))(x), jax.grad(loss)(x),
                                rtol=1e-5)
+    # jax.grad of a cond (its branches hold JAX's `empty2` residual placeholders) and jax.vmap
+    # of a loop with a batched predicate (JAX's while then updates only the running examples)
+    g = jax.grad(lambda p, v: jnp.sum(lax.cond(p > 0, lambda v: jnp.sin(v) * 2, jnp.cos, v)), argnums=1)
+    for p in (1.0, -1.0):
+        np.testing.assert_allclose(minixla.jit(g, frontend="jax")(np.float32(p), x), g(p, x), rtol=1e-6)
+    w = jax.vmap(lambda v, n: lax.while_loop(lambda c: c[0] < 5.0, lambda c: (c[0] + 1.3, c[1] * 2), (v, n)))
+    for got, want in zip(minixla.jit(w, frontend="jax")(x, x + 1), w(x, x + 1)):
+        np.testing.assert_allclose(got, want, rtol=1e-6)
 
 
 # ---------------------------------------------------------------------------------------

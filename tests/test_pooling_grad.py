@@ -48,3 +48,14 @@ def test_pooling_grad_compiled_and_batched():
     tie = np.ones((1, 4, 4, 1), np.float32)
     np.testing.assert_array_equal(minixla.grad(lambda v: f(v).sum())(tie),
                                   jax.grad(lambda v: g(v).sum())(tie))
+
+
+def test_max_min_pooling_from_another_init_value():
+    # JAX pads with the init value and folds it into every window: max(c, window max), exactly
+    x = X.copy()
+    x[0, 0, 0, 0] = np.nan
+    for ours, theirs in [(ml.max, jax.lax.max), (ml.min, jax.lax.min)]:
+        for init in (0.0, -1.0):
+            got = minixla.jit(lambda v: ml.reduce_window(v, init, ours, (1, 2, 2, 1), (1, 2, 2, 1), "SAME"))(x)
+            np.testing.assert_array_equal(got, jax.lax.reduce_window(x, init, theirs, (1, 2, 2, 1),
+                                                                     (1, 2, 2, 1), "SAME"))

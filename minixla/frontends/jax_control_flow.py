@@ -10,6 +10,7 @@ closed over by the bodies; minixla's tracer turns them back into operands.
 from __future__ import annotations
 
 from minixla import lax
+from minixla.core.avals import get_aval
 from minixla.frontends.jax_importer import _where_stack, eval_jax_jaxpr, import_rules
 
 
@@ -30,7 +31,26 @@ def _while(*args, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
     body_consts = args[cond_nconsts:cond_nconsts + body_nconsts]
     init = list(args[cond_nconsts + body_nconsts:])
     cond, body = _body(cond_jaxpr, cond_consts), _body(body_jaxpr, body_consts)
-    return list(lax.while_loop(lambda carry: cond(*carry)[0], lambda carry: list(body(*carry)), init))
+    if not get_aval(cond(*init)[0]).shape:
+        return list(lax.while_loop(lambda carry: cond(*carry)[0], lambda carry: list(body(*carry)), init))
+
+    # A batched predicate (jax.vmap of a loop whose condition depends on the example): JAX's
+    # lowering runs the loop while any example goes on and updates only the examples whose
+    # predicate holds (the predicate's shape is a prefix of every carry's).
+    def any_example(carry):
+        pred = cond(*carry)[0]
+        return lax.reduce_or(pred, tuple(range(get_aval(pred).ndim)))
+
+    def masked_body(carry):
+        pred = cond(*carry)[0]
+        pshape = get_aval(pred).shape
+        out = []
+        for old, new in zip(carry, body(*carry)):
+            shape = get_aval(old).shape
+            mask = lax.broadcast_in_dim(pred, shape, tuple(range(len(pshape))))
+            out.append(lax.select(mask, new, old))
+        return out
+    return list(lax.while_loop(any_example, masked_body, init))
 
 
 def _scan(*args, jaxpr, num_consts, num_carry, length, reverse, unroll, **_):
@@ -46,8 +66,15 @@ def _scan(*args, jaxpr, num_consts, num_carry, length, reverse, unroll, **_):
     return list(carry) + list(ys)
 
 
+def _empty(*, dtype, **_):
+    # (``empty2``: the uninitialized value JAX's partial evaluation of ``cond`` puts in the
+    # branches that do not compute a residual; any value will do, zeros are deterministic)
+    return lax.full((), 0, dtype)
+
+
 def _top_k(operand, *, k, axis=-1, **_):
     return list(lax.top_k(operand, k, axis=axis))
 
 
-import_rules.update({"cond": _cond, "while": _while, "scan": _scan, "top_k": _top_k})
+import_rules.update({"cond": _cond, "while": _while, "scan": _scan, "top_k": _top_k,
+                     "empty2": _empty, "empty": _empty})

@@ -97,6 +97,20 @@ def _monoid(computation, init_value, dtype):
     return _PRIMS[name] if same else None
 
 
+def _chooser_with_init(computation, init_value, dtype):
+    """``(primitive name, init as a 0-d array)`` for ``lax.max``/``lax.min`` with a concrete
+    init value that is not the identity; else None."""
+    from minixla import lax as mlax
+    name = {id(mlax.max): "reduce_window_max", id(jax.lax.max): "reduce_window_max",
+            id(mlax.min): "reduce_window_min", id(jax.lax.min): "reduce_window_min"}.get(id(computation))
+    if name is None:
+        return None
+    try:
+        return name, np.asarray(init_value, dtype)[()]
+    except (TypeError, ValueError):
+        return None
+
+
 def reduce_window(operand, init_value, computation, window_dimensions, window_strides, padding,
                   base_dilation=None, window_dilation=None):
     """Reduce each window of ``operand`` (``jax.lax.reduce_window``): max pooling is
@@ -104,18 +118,29 @@ def reduce_window(operand, init_value, computation, window_dimensions, window_st
 
     Args:
       operand: an array of rank n. init_value: the reducer's identity (0 for ``lax.add``, -inf or
-        the dtype's min for ``lax.max``, +inf or max for ``lax.min``).
+        the dtype's min for ``lax.max``, +inf or max for ``lax.min``); for ``lax.max``/``lax.min``
+        any concrete value ``c`` (the result is then ``max(c, window max)``, as XLA's).
       computation: ``lax.add``, ``lax.max`` or ``lax.min`` (minixla's or ``jax.lax``'s).
       window_dimensions, window_strides: n positive ints. padding: ``"SAME"``, ``"VALID"`` or n
         ``(low, high)`` pairs. base_dilation, window_dilation: n positive ints (default ones).
     Returns:
       The reduced windows, of ``operand``'s dtype; dims as XLA's ``ReduceWindow``.
     Raises:
-      UnsupportedError for another computation or init value (minixla has the monoid window
-      reductions only: JAX's ``reduce_window_sum/max/min`` primitives); ShapeError / DTypeError.
+      UnsupportedError for another computation, or ``lax.add`` from another init value (minixla
+      has the monoid window reductions only: JAX's ``reduce_window_sum/max/min`` primitives);
+      ShapeError / DTypeError.
     """
     aval = get_aval(operand)
     prim = _monoid(computation, init_value, aval.dtype)
+    chooser = _chooser_with_init(computation, init_value, aval.dtype)
+    if prim is None and chooser is not None:
+        # max/min from another init value c (e.g. 0: relu-then-pool): XLA pads with c and folds
+        # it into every window, which is exactly max(c, the window's max) -- exact, NaN included.
+        name, c = chooser
+        windows = reduce_window(operand, identity(name, aval.dtype), computation, window_dimensions,
+                                window_strides, padding, base_dilation, window_dilation)
+        from minixla.lax import elementwise as ew
+        return (ew.max if name == "reduce_window_max" else ew.min)(windows, c)
     if prim is None:
         raise errors.UnsupportedError(
             f"reduce_window: minixla supports lax.add, lax.max and lax.min with their identity as "
