@@ -790,6 +790,10 @@ def jit(fun=None, *, backend: str = "llvm", donate_argnums=(), static_argnums=()
                                  out_shardings=out_shardings, mesh=mesh, spmd_partitioner=spmd_partitioner)
     if spmd_partitioner == "minixla":
         from minixla.sharding.spmd_jit import SpmdJitted
+        if static_argnums or static_argnames or donate_argnums:
+            raise errors.UnsupportedError(
+                "jit(spmd_partitioner='minixla') takes no static_argnums, static_argnames or "
+                "donate_argnums yet: close over static values (functools.partial)")
         if mesh is None:
             from minixla.sharding import ShardingError
             raise ShardingError("jit(spmd_partitioner='minixla') needs mesh= (a jax.sharding.Mesh "

@@ -13,6 +13,7 @@ import minixla.numpy as mnp
 from benchmarks import spmd as spmd_bench
 from benchmarks.spmd import block, cnn, grads, mlp, train_step
 from conftest import filecheck
+from minixla.core import errors
 from minixla.hlo.evaluator import evaluate_spmd
 from minixla.hlo.parser import parse
 from minixla.hlo.verifier import verify
@@ -248,10 +249,25 @@ def test_jit_with_minixla_partitioner():
 CHECK: f32[4,3]{1,0} parameter({{.}}), sharding={devices=[1,2,2]0,2,1,3 last_tile_dim_replicate}
 CHECK: all-reduce(
 """)
-    with pytest.raises(ShardingError, match="2 entries for 1 arguments"):
+    with pytest.raises(ShardingError, match="tuple of length 2 for 1 positional arguments"):
         minixla.jit(lambda a: a, mesh={"d": 2}, spmd_partitioner="minixla", in_shardings=(P(), P()))(x)
-    with pytest.raises(ShardingError, match="'nope'"):
+    with pytest.raises(ShardingError, match=r"for a \(f32\[8,4\].*'nope'.*\n  at: .*test_spmd_partitioner"):
         minixla.jit(lambda a: a, mesh={"d": 2}, spmd_partitioner="minixla", in_shardings=P("nope"))(x)
+    # (a fresh user's cases) errors name the pytree path; out_shardings is a tree prefix
+    bad = minixla.jit(f, mesh=mesh, spmd_partitioner="minixla",
+                      in_shardings=({"w1": P(None, None, "model"), "w2": P()}, P("data")))
+    with pytest.raises(ShardingError, match=r"params\['w1'\].*3 entries for an array of rank 2"):
+        bad(params, x)
+    prefix = minixla.jit(f, mesh=mesh, spmd_partitioner="minixla",
+                         in_shardings=(P(), P("data")), out_shardings=P())(params, x)
+    np.testing.assert_allclose(prefix["y"], h @ params["w2"], rtol=2e-5, atol=1e-5)
+    with pytest.raises(ShardingError, match="keyword arguments"):
+        minixla.jit(lambda a: a, mesh={"d": 2}, spmd_partitioner="minixla", in_shardings=P())(a=x)
+    with pytest.raises(ShardingError, match="at least one device"):
+        minixla.jit(lambda a: a, mesh={"d": 0}, spmd_partitioner="minixla", in_shardings=P())(x)
+    with pytest.raises(errors.UnsupportedError, match="put the transformation inside"):
+        minixla.grad(minixla.jit(lambda a: (a * a).sum(), mesh={"d": 2}, spmd_partitioner="minixla",
+                                 in_shardings=P("d")))(x)
 
 
 def test_data_parallel_training_step_all_reduces_the_gradients():

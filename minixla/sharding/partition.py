@@ -48,10 +48,12 @@ def _lowered(f_or_module, args) -> HloModule:
     return jit(f_or_module).lower(*args).hlo_module.clone()
 
 
-def propagate(f_or_module, mesh_axes: dict, in_specs, out_specs=None, *, args=None) -> HloModule:
+def propagate(f_or_module, mesh_axes: dict, in_specs, out_specs=None, *, args=None,
+              in_names=None, out_names=None) -> HloModule:
     """The module with every entry instruction annotated (``attrs["sharding"]``): the
     parameters from ``in_specs``, the root from ``out_specs`` (``None``: left to propagation),
-    everything else by ``ShardingPropagation``. Arguments as ``partition``."""
+    everything else by ``ShardingPropagation``. Arguments as ``partition``; ``in_names`` /
+    ``out_names`` (one per flattened argument / output) name them in error messages."""
     from minixla.passes.sharding_propagation import ShardingPropagation
     module = _lowered(f_or_module, args)
     n = math.prod(mesh_axes.values()) if mesh_axes else 1
@@ -61,8 +63,9 @@ def propagate(f_or_module, mesh_axes: dict, in_specs, out_specs=None, *, args=No
         raise ShardingError(f"partition: {len(in_specs)} in_specs for {len(params)} arguments "
                             "(one PartitionSpec per flattened argument)")
     for k, (p, spec) in enumerate(zip(params, in_specs)):
-        p.attrs["sharding"] = _to_sharding(spec, mesh_axes, p.shape.rank,
-                                           f"in_specs[{k}] (argument {k}, {p.shape})")
+        where = (f"in_shardings for {in_names[k]} ({p.shape})" if in_names
+                 else f"in_specs[{k}] (argument {k}, {p.shape})")
+        p.attrs["sharding"] = _to_sharding(spec, mesh_axes, p.shape.rank, where)
     comp = module.entry
     root = comp.root
     if out_specs is not None:
@@ -71,7 +74,9 @@ def propagate(f_or_module, mesh_axes: dict, in_specs, out_specs=None, *, args=No
         if len(specs) != len(outs):
             raise ShardingError(f"partition: {len(specs)} out_specs for {len(outs)} outputs")
         for k, (o, spec) in enumerate(zip(outs, specs)):
-            s = _to_sharding(spec, mesh_axes, o.shape.rank, f"out_specs[{k}] ({o.shape})")
+            where = (f"out_shardings for {out_names[k]} ({o.shape})" if out_names
+                     else f"out_specs[{k}] ({o.shape})")
+            s = _to_sharding(spec, mesh_axes, o.shape.rank, where)
             if "sharding" in o.attrs and o.attrs["sharding"] != s:
                 # an output that is also an argument (or another output) with another
                 # sharding: a copy carries the output's, the partitioner reshards into it
@@ -87,7 +92,8 @@ def propagate(f_or_module, mesh_axes: dict, in_specs, out_specs=None, *, args=No
     return module
 
 
-def partition(f_or_module, mesh_axes: dict, in_specs, out_specs=None, *, args=None) -> HloModule:
+def partition(f_or_module, mesh_axes: dict, in_specs, out_specs=None, *, args=None,
+              in_names=None, out_names=None) -> HloModule:
     """Partition a program for a mesh with minixla's own SPMD partitioner (GSPMD's steps).
 
     Args:
@@ -112,7 +118,8 @@ def partition(f_or_module, mesh_axes: dict, in_specs, out_specs=None, *, args=No
     """
     from minixla.hlo.verifier import verify
     from minixla.passes.spmd_partitioner import SpmdPartitioner
-    module = propagate(f_or_module, mesh_axes, in_specs, out_specs, args=args)
+    module = propagate(f_or_module, mesh_axes, in_specs, out_specs, args=args, in_names=in_names,
+                       out_names=out_names)
     n = math.prod(mesh_axes.values()) if mesh_axes else 1
     SpmdPartitioner(n).run(module)
     module.entry.remove_dead()

@@ -19,46 +19,41 @@ from minixla.sharding.hlo_sharding import HloSharding, ShardingError
 from minixla.sharding.partition import partition, shard, unshard
 
 
-def _is_spec(x) -> bool:
-    from jax.sharding import NamedSharding, PartitionSpec
-    return x is None or isinstance(x, (PartitionSpec, NamedSharding, HloSharding))
-
-
-def _spec(x):
+def _spec(x, mesh_axes, where):
+    """A ``PartitionSpec`` (or ``HloSharding``/``None``) from a jit sharding; a
+    ``NamedSharding``'s mesh must be the jit's ``mesh``."""
     from jax.sharding import NamedSharding
-    return x.spec if isinstance(x, NamedSharding) else x
+    if isinstance(x, NamedSharding):
+        from minixla.sharding.api import mesh_axes as axes_of
+        if axes_of(x.mesh) != mesh_axes:
+            raise ShardingError(f"{where}: NamedSharding over the mesh {axes_of(x.mesh)}, but the "
+                                f"jit's mesh= is {mesh_axes}")
+        return x.spec
+    return x
 
 
 def mesh_axes_of(mesh) -> dict:
-    """``{axis name: size}`` of a ``jax.sharding.Mesh`` (or of such a dict)."""
+    """``{axis name: size}`` of a ``jax.sharding.Mesh`` (or of such a dict); every size >= 1."""
     if isinstance(mesh, dict):
-        return dict(mesh)
-    if hasattr(mesh, "shape") and hasattr(mesh, "axis_names"):
-        return {name: int(mesh.shape[name]) for name in mesh.axis_names}
-    raise ShardingError(f"mesh must be a jax.sharding.Mesh or a {{axis: size}} dict, got {mesh!r}")
+        axes = {str(k): int(v) for k, v in mesh.items()}
+    elif hasattr(mesh, "shape") and hasattr(mesh, "axis_names"):
+        axes = {name: int(mesh.shape[name]) for name in mesh.axis_names}
+    else:
+        raise ShardingError(f"mesh must be a jax.sharding.Mesh or a {{axis: size}} dict, got {mesh!r}")
+    bad = {k: v for k, v in axes.items() if v < 1}
+    if bad:
+        raise ShardingError(f"mesh axes must have at least one device, got {bad}")
+    return axes
 
 
-def flat_specs(shardings, args, what: str) -> list:
-    """One spec per flattened leaf of ``args`` from ``shardings``: a single spec for all, or
-    one per argument (a spec for all of an argument's leaves, or a tree matching it)."""
-    if _is_spec(shardings):
-        return [_spec(shardings)] * len(tree_util.tree_leaves(args))
-    shardings = tuple(shardings)
-    if len(shardings) != len(args):
-        raise ShardingError(f"{what} has {len(shardings)} entries for {len(args)} arguments: "
-                            "give one sharding per positional argument")
-    out = []
-    for k, (s, a) in enumerate(zip(shardings, args)):
-        leaves = tree_util.tree_leaves(a)
-        if _is_spec(s):
-            out += [_spec(s)] * len(leaves)
-            continue
-        specs, tree = tree_util.tree_flatten(s, is_leaf=_is_spec)
-        if tree != tree_util.tree_structure(a):
-            raise ShardingError(f"{what}[{k}] has the tree {tree} but argument {k} is "
-                                f"{tree_util.tree_structure(a)}")
-        out += [_spec(x) for x in specs]
-    return out
+def _arg_names(fun, n) -> list:
+    import inspect
+    try:
+        names = [p.name for p in inspect.signature(fun).parameters.values()
+                 if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        names = []
+    return [names[i] if i < len(names) else f"args[{i}]" for i in range(n)]
 
 
 def evaluator_executor(module, n):
@@ -87,27 +82,45 @@ class SpmdJitted:
 
     def lower(self, *args) -> "SpmdCompiled":
         """Trace, lower, propagate and partition for ``args``; ``.as_text()`` is the
-        per-device HLO."""
+        per-device HLO. Shardings are ``jax.jit``'s trees: one sharding for everything, or a
+        tree prefix of the positional arguments (of the output); errors name the argument's
+        pytree path and the caller's line."""
+        from minixla.core import errors
         from minixla.jit import jit
-        lowered = jit(self.fun).lower(*args)
-        specs = flat_specs(self.in_shardings, args, "in_shardings")
-        out_specs = None
-        if self.out_shardings is not None:
-            outs = lowered.out_tree
-            if _is_spec(self.out_shardings):
-                out_specs = ([_spec(self.out_shardings)] * outs.num_leaves if outs.num_leaves > 1
-                             else _spec(self.out_shardings))
-            else:
-                leaves, tree = tree_util.tree_flatten(self.out_shardings, is_leaf=_is_spec)
-                if tree.num_leaves != outs.num_leaves:
-                    raise ShardingError(f"out_shardings has {tree.num_leaves} shardings for "
-                                        f"{outs.num_leaves} outputs")
-                out_specs = [_spec(x) for x in leaves] if len(leaves) > 1 else _spec(leaves[0])
-        module = partition(lowered.hlo_module, self.mesh_axes, specs, out_specs)
+        from minixla.sharding.api import flatten_out_shardings, flatten_shardings
+        try:
+            lowered = jit(self.fun).lower(*args)
+            pairs = flatten_shardings(self.in_shardings, args, _arg_names(self.fun, len(args)))
+            names = [name for name, _ in pairs]
+            specs = [_spec(s, self.mesh_axes, f"in_shardings for {name}") for name, s in pairs]
+            out_specs = out_names = None
+            if self.out_shardings is not None:
+                outs = tree_util.tree_unflatten(lowered.out_tree, [0] * lowered.out_tree.num_leaves)
+                out_pairs = flatten_out_shardings(self.out_shardings, outs)
+                out_names = [name for name, _ in out_pairs]
+                flat = [_spec(s, self.mesh_axes, f"out_shardings for {name}") for name, s in out_pairs]
+                out_specs = flat if len(flat) > 1 else flat[0]
+            module = partition(lowered.hlo_module, self.mesh_axes, specs, out_specs,
+                               in_names=names, out_names=out_names)
+        except ShardingError as e:
+            raise ShardingError(f"{e.args[0]}\n  at: {errors.user_source_line()}") from None
         return SpmdCompiled(module, lowered.in_tree, lowered.out_tree, self.executor)
 
-    def __call__(self, *args):
-        flat = [np.asarray(x) for x in tree_util.tree_leaves(args)]
+    def __call__(self, *args, **kwargs):
+        from minixla.core import errors
+        from minixla.core.tracing import Tracer
+        if kwargs:
+            raise ShardingError(f"jit(spmd_partitioner='minixla'): pass the arguments "
+                                f"positionally (got keyword arguments {sorted(kwargs)}), as "
+                                f"jax.jit requires with in_shardings\n  at: {errors.user_source_line()}")
+        leaves = tree_util.tree_leaves(args)
+        if any(isinstance(x, Tracer) for x in leaves):
+            raise errors.UnsupportedError(
+                "a jit(spmd_partitioner='minixla') function cannot be traced by an outer "
+                "transformation (grad, vmap, jit); put the transformation inside: "
+                "jit(grad(f), spmd_partitioner='minixla', ...)\n"
+                f"  at: {errors.user_source_line()}")
+        flat = [np.asarray(x) for x in leaves]
         key = (tree_util.tree_structure(args), tuple((x.shape, x.dtype) for x in flat))
         if key not in self._cache:
             self._cache[key] = self.lower(*args)
