@@ -14,6 +14,8 @@ import math
 import re
 
 import numpy as np
+
+from minixla.config import config
 import pytest
 from llvmlite import ir
 import llvmlite.binding as llvm
@@ -132,6 +134,9 @@ def jit():
     _define_kernel(module, "exp_float32_v3", lmath.emit_exp, ir.FloatType(), 3)
     _define_kernel(module, "log_float64_v5", lmath.emit_log, ir.DoubleType(), 5)
     _define_kernel(module, "tanh_float32_v4", lmath.emit_tanh, ir.FloatType(), 4)
+    with config.override(minixla_fast_tanh=True):  # XLA's rational form, opt-in
+        _define_kernel(module, "fasttanh_float32_vec", lmath.emit_tanh, ir.FloatType(), VECTOR_LANES[F32])
+        _define_kernel(module, "fasttanh_float32_scalar", lmath.emit_tanh, ir.FloatType(), 1)
     return Compiled(module)
 
 
@@ -164,7 +169,7 @@ def _logistic(x):
 
 REFERENCES = {
     "exp": np.exp, "exp2": np.exp2, "expm1": np.expm1, "log": np.log,
-    "log1p": np.log1p, "tanh": np.tanh, "logistic": _logistic,
+    "log1p": np.log1p, "tanh": np.tanh, "fasttanh": np.tanh, "logistic": _logistic,
 }
 
 
@@ -211,7 +216,8 @@ BOUNDS = {
     ("expm1", F32): 1.4, ("expm1", F64): 1.5,
     ("log", F32): 0.9, ("log", F64): 0.9,
     ("log1p", F32): 0.9, ("log1p", F64): 0.9,
-    ("tanh", F32): 4.9, ("tanh", F64): 1.4,  # f32: a rational, XLA's form (XLA's: 4.6 ulp)
+    ("tanh", F32): 1.4, ("tanh", F64): 1.4,
+    ("fasttanh", F32): 4.9,  # minixla_fast_tanh: a rational, XLA's form (XLA's: 4.6 ulp)
     ("logistic", F32): 2.5, ("logistic", F64): 2.5,
 }
 
@@ -346,6 +352,9 @@ def test_tanh(jit, dtype):
                         np.array(SUBNORMALS[dtype], dtype)])
     check_accuracy(jit, "tanh", x, bound("tanh", dtype))
     assert (np.abs(run(jit, "tanh", x)) <= 1).all()  # rounding never leaves [-1, 1]
+    if dtype == F32:
+        check_accuracy(jit, "fasttanh", x, bound("fasttanh", dtype))
+        assert (np.abs(run(jit, "fasttanh", x)) <= 1).all()
 
 
 @pytest.mark.parametrize("dtype", [F32, F64])

@@ -82,8 +82,9 @@ def code_options() -> dict:
     from minixla.backends.llvm.executable import ARRAY_DATA_OFFSET
     from minixla.backends.llvm.kernels import FLUSH_DENORMALS
     from minixla.backends.llvm.runtime import thread_pool
+    from minixla.config import config
     return {"threads": thread_pool().size, "flush_denormals": bool(FLUSH_DENORMALS),
-            "array_data_offset": ARRAY_DATA_OFFSET}
+            "array_data_offset": ARRAY_DATA_OFFSET, "fast_tanh": bool(config.minixla_fast_tanh)}
 
 
 def hlo_fingerprint(module) -> str:
