@@ -51,8 +51,8 @@ def _same(got, want):
 
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")
 def test_eager_matches_jax():
-    # every other case in CI (each op-by-op JAX reference compiles its ops), all with MINIXLA_DEEP_FUZZ=1
-    for name, args, kwargs in CASES if os.environ.get("MINIXLA_DEEP_FUZZ") else CASES[::2]:
+    # every fourth case in CI (each op-by-op JAX reference compiles its ops), all with MINIXLA_DEEP_FUZZ=1
+    for name, args, kwargs in CASES if os.environ.get("MINIXLA_DEEP_FUZZ") else CASES[::4]:
         with jax.disable_jit():
             want = getattr(jax.nn, name)(*args, **kwargs)
         try:
@@ -77,7 +77,7 @@ def test_one_program_under_jit_and_grad():
         return lambda q, k, a: (np_.sum(nn.dot_product_attention(q, k, Vy, mask=MASK, is_causal=True) ** 2)
                                 + np_.sum(nn.mish(a) * nn.celu(a)) + nn.logsumexp(a, b=np_.abs(a)))
     import minixla.numpy as mnp
-    got = minixla.grad(loss(mnn, mnp), argnums=(0, 1, 2))(Qy, Ky, A)
+    got = minixla.jit(minixla.grad(loss(mnn, mnp), argnums=(0, 1, 2)))(Qy, Ky, A)
     want = jax.grad(loss(jax.nn, jnp), argnums=(0, 1, 2))(Qy, Ky, A)
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)

@@ -77,9 +77,10 @@ def _eager_cases():
 
 
 def test_eager_bit_identical_to_jax_eager():
-    # every third case in CI (each op-by-op JAX reference compiles its ops), all with MINIXLA_DEEP_FUZZ=1
+    # every eighth case in CI (each op-by-op JAX reference compiles its ops; the jit test below
+    # covers every function), all with MINIXLA_DEEP_FUZZ=1
     cases = list(_eager_cases())
-    for name, args, kwargs in cases if os.environ.get("MINIXLA_DEEP_FUZZ") else cases[::3]:
+    for name, args, kwargs in cases if os.environ.get("MINIXLA_DEEP_FUZZ") else cases[::8]:
         got = getattr(mnp, name)(*args, **kwargs)
         with jax.disable_jit():
             want = getattr(jnp, name)(*args, **kwargs)
