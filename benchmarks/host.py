@@ -179,7 +179,10 @@ def minixla_target() -> dict:
             note = ("option not available: this minixla has no minixla_llvm_cpu/minixla_llvm_features "
                     "(MINIXLA_LLVM_CPU/MINIXLA_LLVM_FEATURES are ignored; it targets the host)")
     return {"host_cpu": host_cpu, "cpu": cpu, "features": features,
-            "isa": _isa_of_features(cpu, features), "restricted": (cpu, features) != (host_cpu, host_features),
+            # (restricted: an option chose the target; minixla's own default tuning features,
+            # such as -prefer-256-bit, do not make a run "restricted")
+            "isa": _isa_of_features(cpu, features),
+            "restricted": bool(_config_option("minixla_llvm_cpu", None) or _config_option("minixla_llvm_features", None)),
             "env": {k: os.environ[k] for k in ("MINIXLA_LLVM_CPU", "MINIXLA_LLVM_FEATURES") if os.environ.get(k)},
             "note": note}
 
