@@ -182,8 +182,9 @@ def transformer_train_step(ns):
         return ns.np.mean(d * d)
 
     def step(p, x, y):
+        from benchmarks.training import _sgd  # (the training benchmark's SGD update)
         value, g = ns.value_and_grad(loss)(p, x, y)
-        return ns.tree_map(lambda a, b: a - F32(1e-2) * b, p, g), value
+        return _sgd(ns, p, g), value
     return step
 
 
