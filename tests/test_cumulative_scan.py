@@ -150,3 +150,17 @@ def test_evaluator_scan_matches_window_by_window(monkeypatch):
                     np.testing.assert_array_equal(_bits(new), _bits(old))
                     want = np.asarray(getattr(jax.lax, op)(x, axis=axis, reverse=reverse))
                     np.testing.assert_array_equal(_bits(new), _bits(want))
+
+
+def test_cumulative_gradients_follow_jaxs_associative_scan_at_ties_nan_and_inf():
+    # Fuzzer find (seed 7001): the JVP scanned with +inf padding, which tied with an infinite
+    # element and halved its tangent, and its Hillis-Steele tree split ties unlike JAX's.
+    rs = np.random.RandomState(3)
+    x = rs.choice(np.array([-1, 0, 1, 1, 2, np.inf, -np.inf, np.nan], np.float32), (4, 5))
+    c = (rs.randint(-16, 17, (4, 5)) / 4).astype(np.float32)
+    def loss(lax_, np_, x, c):  # (one program for all six: each compile costs)
+        return sum(np_.sum(getattr(lax_, op)(x * k, axis=1, reverse=reverse) * c)
+                   for k, op in enumerate(("cummax", "cummin", "cumprod"), 1) for reverse in (False, True))
+    want = jax.grad(lambda x, c: loss(jax.lax, jnp, x, c))(x, c)
+    got = minixla.jit(minixla.grad(lambda x, c: loss(lax, minixla.numpy, x, c)))(x, c)
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(want))

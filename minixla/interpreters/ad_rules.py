@@ -659,28 +659,23 @@ def _reduce_prod_jvp(primals, tangents, *, axes):
 jvp_rules[L.reduce_prod_p] = _reduce_prod_jvp
 
 
-def _cumulative_jvp(prim, combine, identity):
+def _cumulative_jvp(prim, combine):
+    # JAX differentiates cumprod/cummax/cummin as the JVP of its associative_scan (whatever the
+    # forward implementation), so the tangent follows that scan's tree of combines: which element
+    # of a tie gets half the tangent, and that a NaN or an infinity passes through the first
+    # position unchanged. A scan padded with the identity (+-inf for min/max) would tie with an
+    # infinite element and halve its tangent; lax.associative_scan has JAX's tree exactly.
     def rule(primals, tangents, *, axis, reverse):
         (x,), (t,) = primals, tangents
         ans = prim.bind(x, axis=axis, reverse=reverse)
-        n = _shape(x)[axis]
-
-        def scan(a):
-            if reverse:
-                a = L.rev_p.bind(a, dimensions=(axis,))
-            step = 1
-            while step < n:
-                config = tuple((step, -step, 0) if d == axis else (0, 0, 0) for d in range(len(_shape(a))))
-                a = combine(a, L.pad_p.bind(a, _const(a, identity), padding_config=config))
-                step *= 2
-            return L.rev_p.bind(a, dimensions=(axis,)) if reverse else a
+        scan = lambda a: lax.associative_scan(combine, a, reverse=reverse, axis=axis)
         return ans, _jvp_of(scan, x, t)
     jvp_rules[prim] = rule
 
 
-_cumulative_jvp(L.cumprod_p, L.mul, 1)
-_cumulative_jvp(L.cummax_p, L.max, -np.inf)
-_cumulative_jvp(L.cummin_p, L.min, np.inf)
+_cumulative_jvp(L.cumprod_p, L.mul)
+_cumulative_jvp(L.cummax_p, L.max)
+_cumulative_jvp(L.cummin_p, L.min)
 
 
 
