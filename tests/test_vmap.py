@@ -115,3 +115,16 @@ def test_vmap_maps_keyword_arguments_over_axis_0_like_jax():
     x, y = np.arange(6, dtype=np.float32).reshape(2, 3), np.ones((2, 3), np.float32)
     f = lambda a, *, b: a * b + 1.0  # noqa: E731
     assert_tree_close(minixla.vmap(f, in_axes=1)(x.T, b=y), as_np(jax.vmap(f, in_axes=1)(x.T, b=y)))
+
+
+def test_jit_of_vmap_over_an_empty_batch_of_gathers():
+    # Fuzzer find (vmap mode, seed 7002): with the operand and the indices both batched, the
+    # batching rule picked each example's slice with a slice of size 1 along a batch of size 0.
+    x, i = np.zeros((0, 3), np.float32), np.zeros((0, 5), np.int32)
+
+    def f(np_, lax_):
+        return lambda x, i: (x[i], lax_.dynamic_slice(x, (i[0],), (2,)), np_.take_along_axis(x, i % 3, axis=0))
+    want = jax.vmap(f(jnp, jax.lax))(x, i)
+    got = minixla.jit(minixla.vmap(f(mnp, minixla.lax)))(x, i)
+    for g, w in zip(got, want):
+        assert g.shape == w.shape and g.dtype == w.dtype

@@ -354,6 +354,11 @@ def _gather_b(vals, dims, *, dimension_numbers, slice_sizes, **modes):
     x = moveaxis(x, dx, 0)
     ishape = get_aval(idx).shape
     dtype = get_aval(idx).dtype
+    if ishape[0] == 0:  # (an empty batch: no example's slice of size 1 exists to pick, and none is needed)
+        xa = get_aval(x)
+        out = L.gather_p.abstract_eval(ShapedArray(xa.shape[1:], xa.dtype), ShapedArray(ishape[1:], dtype),
+                                       dimension_numbers=dn, slice_sizes=slice_sizes, **modes)
+        return L.full((0,) + out.shape, 0, xa.dtype), 0
     counts = L.broadcasted_iota(dtype, ishape[:-1] + (1,), 0)
     idx = L.concatenate_p.bind(counts, idx, dimension=len(ishape) - 1)
     gdn = L.GatherDimensionNumbers(inc(dn.offset_dims), (0,) + inc(dn.collapsed_slice_dims),
