@@ -43,8 +43,12 @@ def numpy_namespace():
         win = np.lib.stride_tricks.sliding_window_view(xp, (kh, kw), axis=(1, 2))  # N,H,W,C,kh,kw
         return np.tensordot(win, w, axes=([4, 5, 3], [0, 1, 2])).astype(F32)
 
+    def max_pool2(x):
+        n, h, w, c = x.shape
+        return x.reshape(n, h // 2, 2, w // 2, 2, c).max(axis=(2, 4))
+
     return SimpleNamespace(np=np, rsqrt=lambda v: F32(1) / np.sqrt(v), conv_nhwc=conv_nhwc,
-                           swap_last=lambda a: np.swapaxes(a, -1, -2))
+                           swap_last=lambda a: np.swapaxes(a, -1, -2), max_pool2=max_pool2)
 
 
 def jax_namespace():
@@ -54,8 +58,11 @@ def jax_namespace():
     def conv_nhwc(x, w):
         return jax.lax.conv_general_dilated(x, w, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC"))
 
+    def max_pool2(x):
+        return jax.lax.reduce_window(x, -jnp.inf, jax.lax.max, (1, 2, 2, 1), (1, 2, 2, 1), "VALID")
+
     return SimpleNamespace(np=jnp, rsqrt=jax.lax.rsqrt, conv_nhwc=conv_nhwc,
-                           swap_last=lambda a: jnp.swapaxes(a, -1, -2))
+                           swap_last=lambda a: jnp.swapaxes(a, -1, -2), max_pool2=max_pool2)
 
 
 def minixla_namespace():
@@ -70,7 +77,11 @@ def minixla_namespace():
         perm[-1], perm[-2] = perm[-2], perm[-1]
         return mnp.transpose(a, perm)
 
-    return SimpleNamespace(np=mnp, rsqrt=lax.rsqrt, conv_nhwc=conv_nhwc, swap_last=swap_last)
+    def max_pool2(x):
+        return lax.reduce_window(x, -mnp.inf, lax.max, (1, 2, 2, 1), (1, 2, 2, 1), "VALID")
+
+    return SimpleNamespace(np=mnp, rsqrt=lax.rsqrt, conv_nhwc=conv_nhwc, swap_last=swap_last,
+                           max_pool2=max_pool2)
 
 
 # ---------------------------------------------------------------------------------------
@@ -117,6 +128,14 @@ def mlp(ns, x, w1, b1, w2, b2):
 
 def conv_bias_relu(ns, x, w, b):
     return ns.np.maximum(ns.conv_nhwc(x, w) + b, F32(0))
+
+
+def cnn_maxpool(ns, x, w1, b1, w2, b2, wd):
+    """Two Conv+Bias+ReLU layers, each followed by a 2x2 max-pooling, then a dense layer."""
+    xnp = ns.np
+    h = ns.max_pool2(xnp.maximum(ns.conv_nhwc(x, w1) + b1, F32(0)))
+    h = ns.max_pool2(xnp.maximum(ns.conv_nhwc(h, w2) + b2, F32(0)))
+    return xnp.matmul(h.reshape(h.shape[0], -1), wd)
 
 
 def attention(ns, q, k, v):
@@ -169,6 +188,7 @@ def workloads(scale: float = 1.0) -> list[Workload]:
         _shrink(256, math.sqrt(scale))
     cn, chw, cc = _shrink(8, scale), _shrink(32, math.sqrt(scale)), _shrink(64, math.sqrt(scale))
     ab, aseq = _shrink(8, scale), _shrink(512, math.sqrt(scale))
+    ps = 4 * _shrink(8, math.sqrt(scale))  # (two 2x2 poolings: a multiple of 4)
     return [
         Workload("selu", selu, lambda r, s: (_normal(r, n4m),), "memory", _bytes, f"SELU on {n4m} elements"),
         Workload("chain8", chain8, lambda r, s: (_normal(r, n4m),), "memory", _bytes,
@@ -188,6 +208,12 @@ def workloads(scale: float = 1.0) -> list[Workload]:
                                _normal(r, cc)),
                  "compute", lambda a, o: 2 * o.size * np.prod(a[1].shape[:3]),
                  f"Conv+Bias+ReLU NHWC ({cn},{chw},{chw},{cc}) HWIO (3,3,{cc},{cc}) SAME"),
+        Workload("cnn_maxpool", cnn_maxpool,
+                 lambda r, s: (_normal(r, cn * 4, ps, ps, 16), _normal(r, 3, 3, 16, 32, scale=(9 * 16) ** -0.5),
+                               _normal(r, 32), _normal(r, 3, 3, 32, 64, scale=(9 * 32) ** -0.5), _normal(r, 64),
+                               _normal(r, (ps // 4) ** 2 * 64, 10, scale=((ps // 4) ** 2 * 64) ** -0.5)),
+                 "compute", lambda a, o: 2 * a[0].shape[0] * a[0].shape[1] * a[0].shape[2] * 9 * 32 * (16 + 64 // 4),
+                 f"CNN: 2x (3x3 Conv+Bias+ReLU, 2x2 max-pool) + dense, NHWC ({cn * 4},{ps},{ps},16)"),
         Workload("attention", attention, attention_args(ab, 4, aseq, 64), "compute", attention_flops,
                  f"softmax(q·kᵀ/√d)·v, batch {ab}, 4 heads, seq {aseq}, d 64"),
         Workload("sort", sort, lambda r, s: (_normal(r, _shrink(1024 * 1024, scale)),), "memory", _bytes,

@@ -655,7 +655,9 @@ def _reduce_window_rule(em, instr, index):
     in_dims = operand.shape.dims
     if operand.shape.size == 0:
         return b.load(acc)
-    with em.nested_region(), loop_nest(b, w["size"], "rw") as ks:
+
+    def tap(ks):
+        """(valid, position in the operand) of the window tap at offsets ``ks``."""
         valid, multi = None, []
         for v, k, n, stride, (lo, _hi), bd, wd in zip(index.multi, ks, in_dims, w["stride"], w["pad"],
                                                       w["lhs_dilate"], w["rhs_dilate"]):
@@ -670,12 +672,32 @@ def _reduce_window_rule(em, instr, index):
                 p = b.udiv(p, T.i64(bd))
             multi.append(p)
             valid = ok if valid is None else b.and_(valid, ok)
+        return valid, multi
+
+    # (in window order, no reassociation: pooling windows are short, and JAX eager's XLA
+    # reduces each window in order)
+    if math.prod(w["size"]) <= _UNROLLED_WINDOW_TAPS:
+        # A pooling window: its taps unrolled, straight-line code with a select for a tap in
+        # the padding (read at a clamped position, not used), so the loop over the output's
+        # minor dim is innermost and branch-free -- the loop vectorizer takes it.
+        value = b.load(acc)
+        for ks in np.ndindex(*w["size"]):
+            valid, multi = tap([T.i64(int(k)) for k in ks])
+            safe = multi if valid is None else [b.select(valid, p, T.i64(0)) for p in multi]
+            new = emit_reducer(b, instr.called[0], value, em.emit(operand, Index(b, in_dims, multi=safe)),
+                               reassoc=False)
+            value = new if valid is None else b.select(valid, new, value)
+        return value
+    with em.nested_region(), loop_nest(b, w["size"], "rw") as ks:
+        valid, multi = tap(ks)
         with if_then(b, valid if valid is not None else ir.Constant(T.I1, 1), "inwindow"):
             x = em.emit(operand, Index(b, in_dims, multi=multi))
-            # (in window order, no reassociation: pooling windows are short, and JAX eager's
-            # XLA sums each window in order)
             b.store(emit_reducer(b, instr.called[0], b.load(acc), x, reassoc=False), acc)
     return b.load(acc)
+
+
+#: windows of at most this many taps are unrolled (3x3 pooling is 9)
+_UNROLLED_WINDOW_TAPS = 16
 
 
 emit_rules.update({"reverse": _reverse_rule, "pad": _pad_rule, "concatenate": _concatenate_rule,
