@@ -4,6 +4,30 @@ Real XLA then compiles it for whatever device JAX runs on (CPU, GPU or TPU). Eac
 maps to the ``jax.lax`` function with the same semantics (``jax_rules``); a ``fusion`` is
 replayed by evaluating its fused computation inline, so XLA sees the same dataflow and is
 free to fuse it again its own way.
+
+XLA's whole-program rewrites. JAX eager, the reference, compiles one op at a time, so XLA's
+AlgebraicSimplifier ("algsimp") never sees two ops together; the hand-off gives XLA the whole
+program, and there algsimp rewrites compositions as if over the reals: ``log(exp(x))`` to ``x``
+(89.0 where eager overflows to inf), ``exp(a)*exp(b)`` to ``exp(a+b)`` (1.0 where eager has
+``inf*0 = NaN``), ``exp(a)/exp(b)``, ``sqrt(abs(x*x))`` to ``abs(x)``, ``abs(x*x)`` to ``x*x``
+for a signed integer (it assumes a square is non-negative; eager wraps), nested dynamic slices
+merged without their clamps, and a reshape moved across a dynamic-update-slice so that
+XLA:CPU's in-place update reads what it has just written. Each case has been reported
+(openxla/xla#45560, #49176, #49121; jax-ml/jax#38099, #37919, #40849;
+tensorflow/tensorflow#123169, #117142) and reproduces on jax 0.10's XLA:CPU; a pass dump
+(``--xla_dump_hlo_pass_re=.*``) of the hand-off's programs shows algsimp as the pass that makes
+them, in its two fixed-point pipelines (before and after layout assignment). So every compile
+disables it by name (``DISABLED_PASSES``, ``xla_disable_hlo_passes``): the class goes, not the
+cases. It costs little because minixla's own pipeline has already run its simplifier, which
+keeps eager's values (measured by ``python -m benchmarks.handoff_passes``; README "The JAX
+hand-off backend"). The other protections stay, because what they stop is not algsimp's:
+constants are run-time arguments (LLVM folds ``x - 0.0``), float products are multiplied by a
+run-time 1.0 (LLVM contracts ``a*b + c`` into an FMA), ``xla_allow_excess_precision=false``
+(f16/bf16 intermediates kept in f32), dynamic-slice starts are clamped here. XLA's constant
+folding ("constant_folding") is left on: it only sees iota-derived values (the constants are
+run-time arguments) and changed none in a test of ten transcendentals. ``minixla/fuzz/rewrites.py``
+builds exactly these compositions at their overflow and wraparound bounds and checks the
+hand-off against eager bit for bit.
 """
 from __future__ import annotations
 
@@ -135,8 +159,14 @@ def _hidden_arguments(module) -> list:
     return constants + [(("one", dt), np.ones((), dt)) for dt in sorted(products, key=str)]
 
 
+#: XLA passes the hand-off switches off (``xla_disable_hlo_passes``, by pass name): see
+#: "XLA's whole-program rewrites" in the module docstring. "algsimp" names every
+#: AlgebraicSimplifier in XLA's pipelines (before and after layout assignment, CPU and GPU).
+DISABLED_PASSES = ("algsimp",)
+
 #: XLA debug options for every compile (xla/debug_options_flags.cc).
-COMPILER_OPTIONS = {"xla_allow_excess_precision": False}
+COMPILER_OPTIONS = {"xla_allow_excess_precision": False,
+                    "xla_disable_hlo_passes": ",".join(DISABLED_PASSES)}
 
 
 class JaxExecutable:

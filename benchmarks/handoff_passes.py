@@ -1,0 +1,89 @@
+"""The cost of the hand-off's protection against XLA's whole-program rewrites
+(``minixla/backends/jax_xla.py``: ``DISABLED_PASSES``): ``python -m benchmarks.handoff_passes``.
+
+For each workload of the suite (``benchmarks/workloads.py``), minixla optimizes the program
+once; the optimized module is then compiled by XLA through the hand-off with XLA's options as
+shipped (``protected``) and with the disabled passes turned back on (``xla passes``), and the
+two executables are timed in interleaved rounds in this one process (a round: one sample of
+each, in alternating order), so machine load hits both alike. Prints one JSON line per
+workload: XLA compile ms (median of ``--compiles`` fresh compiles each), run ms (median sample)
+and the run-time ratio protected / xla passes with its per-round spread.
+"""
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import statistics
+import time
+
+import numpy as np
+
+
+def _sample(exe, args, min_ms):
+    n, t0 = 0, time.perf_counter()
+    while True:
+        exe(*args)
+        n += 1
+        dt = (time.perf_counter() - t0) * 1e3
+        if dt >= min_ms:
+            return dt / n
+
+
+def measure(workload, scale, rounds, compiles, min_ms):
+    import minixla
+    from minixla.backends import jax_xla
+    from benchmarks import workloads as W
+
+    args = workload.make_args(np.random.default_rng(0), scale)
+    module = minixla.jit(functools.partial(workload.fn, W.minixla_namespace()), backend="jax") \
+        .lower(*args).compile().hlo_module
+    shipped = dict(jax_xla.COMPILER_OPTIONS)
+    plain = {k: v for k, v in shipped.items() if k != "xla_disable_hlo_passes"}
+    variants = {"protected": shipped, "xla passes": plain}
+    exes, compile_ms = {}, {}
+    try:
+        for name, options in variants.items():
+            jax_xla.COMPILER_OPTIONS.clear()
+            jax_xla.COMPILER_OPTIONS.update(options)
+            times = []
+            for _ in range(compiles):  # (a fresh jax.jit each: no cache hit)
+                exes[name] = jax_xla.JaxExecutable(module)
+                times.append(exes[name].compile_ms)
+            compile_ms[name] = statistics.median(times)
+    finally:
+        jax_xla.COMPILER_OPTIONS.clear()
+        jax_xla.COMPILER_OPTIONS.update(shipped)
+    same = all(np.array_equal(a, b, equal_nan=True) for a, b in zip(exes["protected"](*args), exes["xla passes"](*args)))
+    for exe in exes.values():
+        exe(*args)  # (warm)
+    samples = {name: [] for name in exes}
+    for r in range(rounds):
+        for name in (list(exes) if r % 2 == 0 else list(exes)[::-1]):
+            samples[name].append(_sample(exes[name], args, min_ms))
+    ratios = [p / x for p, x in zip(samples["protected"], samples["xla passes"])]
+    return {"workload": workload.name, "compile_ms": {k: round(v, 1) for k, v in compile_ms.items()},
+            "run_ms": {k: round(statistics.median(v), 3) for k, v in samples.items()},
+            "run_ratio": round(statistics.median(ratios), 3),
+            "run_ratio_range": [round(min(ratios), 3), round(max(ratios), 3)],
+            "same_results": bool(same)}
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--scale", type=float, default=1.0)
+    ap.add_argument("--rounds", type=int, default=9)
+    ap.add_argument("--compiles", type=int, default=3)
+    ap.add_argument("--min-sample-ms", type=float, default=50.0)
+    ap.add_argument("--only", default=None, help="comma-separated workload names")
+    args = ap.parse_args(argv)
+    from benchmarks import workloads as W
+    only = set(args.only.split(",")) if args.only else None
+    for w in W.workloads(args.scale):
+        if only and w.name not in only:
+            continue
+        print(json.dumps(measure(w, args.scale, args.rounds, args.compiles, args.min_sample_ms)), flush=True)
+
+
+if __name__ == "__main__":
+    main()
