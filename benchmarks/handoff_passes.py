@@ -1,13 +1,14 @@
 """The cost of the hand-off's protection against XLA's whole-program rewrites
-(``minixla/backends/jax_xla.py``: ``DISABLED_PASSES``): ``python -m benchmarks.handoff_passes``.
+(``minixla/backends/jax_xla.py``: ``OP_BARRIERS``): ``python -m benchmarks.handoff_passes``.
 
 For each workload of the suite (``benchmarks/workloads.py``), minixla optimizes the program
-once; the optimized module is then compiled by XLA through the hand-off with XLA's options as
-shipped (``protected``) and with the disabled passes turned back on (``xla passes``), and the
+once; the optimized module is then compiled by XLA through the hand-off as shipped
+(``protected``: an optimization barrier on every op's result) and without the barriers
+(``unprotected``: XLA's algebraic simplifier sees the whole program), and the
 two executables are timed in interleaved rounds in this one process (a round: one sample of
 each, in alternating order), so machine load hits both alike. Prints one JSON line per
 workload: XLA compile ms (median of ``--compiles`` fresh compiles each), run ms (median sample)
-and the run-time ratio protected / xla passes with its per-round spread.
+and the run-time ratio protected / unprotected with its per-round spread.
 """
 from __future__ import annotations
 
@@ -38,30 +39,26 @@ def measure(workload, scale, rounds, compiles, min_ms):
     args = workload.make_args(np.random.default_rng(0), scale)
     module = minixla.jit(functools.partial(workload.fn, W.minixla_namespace()), backend="jax") \
         .lower(*args).compile().hlo_module
-    shipped = dict(jax_xla.COMPILER_OPTIONS)
-    plain = {k: v for k, v in shipped.items() if k != "xla_disable_hlo_passes"}
-    variants = {"protected": shipped, "xla passes": plain}
+    variants = {"protected": True, "unprotected": False}
     exes, compile_ms = {}, {}
     try:
-        for name, options in variants.items():
-            jax_xla.COMPILER_OPTIONS.clear()
-            jax_xla.COMPILER_OPTIONS.update(options)
+        for name, barriers in variants.items():
+            jax_xla.OP_BARRIERS = barriers
             times = []
             for _ in range(compiles):  # (a fresh jax.jit each: no cache hit)
                 exes[name] = jax_xla.JaxExecutable(module)
                 times.append(exes[name].compile_ms)
             compile_ms[name] = statistics.median(times)
     finally:
-        jax_xla.COMPILER_OPTIONS.clear()
-        jax_xla.COMPILER_OPTIONS.update(shipped)
-    same = all(np.array_equal(a, b, equal_nan=True) for a, b in zip(exes["protected"](*args), exes["xla passes"](*args)))
+        jax_xla.OP_BARRIERS = True
+    same = all(np.array_equal(a, b, equal_nan=True) for a, b in zip(exes["protected"](*args), exes["unprotected"](*args)))
     for exe in exes.values():
         exe(*args)  # (warm)
     samples = {name: [] for name in exes}
     for r in range(rounds):
         for name in (list(exes) if r % 2 == 0 else list(exes)[::-1]):
             samples[name].append(_sample(exes[name], args, min_ms))
-    ratios = [p / x for p, x in zip(samples["protected"], samples["xla passes"])]
+    ratios = [p / x for p, x in zip(samples["protected"], samples["unprotected"])]
     return {"workload": workload.name, "compile_ms": {k: round(v, 1) for k, v in compile_ms.items()},
             "run_ms": {k: round(statistics.median(v), 3) for k, v in samples.items()},
             "run_ratio": round(statistics.median(ratios), 3),

@@ -20,7 +20,7 @@ tensorflow/tensorflow#123169, #117142) show the rewrites this mode builds, one *
   ``dynamic_update_slice(x, dynamic_update_slice(dynamic_slice(x, i), u, j), i)`` with starts
   out of range (XLA merged them without the clamps).
 
-``draw_case`` draws one case (kind, composition, dtype, inputs); ``run_case`` runs it with
+``cases()`` draws one case (kind, composition, dtype, inputs); ``run_case`` runs it with
 ``jax.numpy``/``jax.lax`` eagerly (``jax.disable_jit()``, the reference) and with
 ``minixla.numpy``/``minixla.lax`` under ``minixla.jit`` and compares: the hand-off
 (``backend="jax"``) bit for bit (NaN matches NaN; the sign of zero counts), since it runs the
@@ -44,7 +44,7 @@ import minixla
 import minixla.numpy as mnp
 from minixla import lax as mlax
 from minixla.fuzz.programs import BF16, compare
-from minixla.testing import eager_reference
+from minixla.testing import eager_reference, reference_device
 
 KINDS = ("inverse", "exp_product", "int_square", "overlap_update", "nested_slice")
 FLOATS = (np.dtype(np.float32), np.dtype(np.float32), np.dtype(np.float16), BF16)
@@ -138,7 +138,7 @@ def _near(draw, dt, bounds, n):
     (NaN, ±inf, ±0, the smallest subnormal, ±max) or a random value between ± twice the bounds."""
     fi = _finfo(dt)
     specials = [np.nan, np.inf, -np.inf, 0.0, -0.0, float(fi.smallest_subnormal), float(fi.max), -float(fi.max)]
-    scale = float(np.float32(max([abs(b) for b in bounds] + [1.0]) * 2))
+    scale = float(np.float32(min(max([abs(b) for b in bounds] + [1.0]) * 2, float(np.finfo(np.float32).max))))
     out = []
     for _ in range(n):
         how = draw(st.sampled_from(("bound", "bound", "bound", "special", "random")))
@@ -205,10 +205,12 @@ def cases(draw, kinds=KINDS):
         sizes = tuple(draw(st.integers(1, d)) for d in shape)
         src = tuple(draw(st.integers(-d, 2 * d)) for d in shape)
         dst = tuple(draw(st.integers(-d, 2 * d)) for d in shape)
-        params = dict(sizes=sizes, base=draw(st.sampled_from(("x", "x+y", "x*y"))),
-                      source=draw(st.sampled_from(("dynamic_slice", "slice"))),
+        params = dict(sizes=sizes, base=draw(st.sampled_from(("x", "x+y", "x+y", "x*y"))),
+                      source=draw(st.sampled_from(("dynamic_slice", "slice", "shift"))),
+                      shift=draw(st.integers(1, 3)),
                       starts=draw(st.sampled_from(("static", "traced"))),
-                      after=draw(st.sampled_from(("none", "reshape", "transpose", "add", "reverse"))))
+                      after=draw(st.sampled_from(("none", "reshape", "reshape", "reshape_reversed", "transpose",
+                                                   "add", "reverse"))))
         inputs = [_data(draw, shape, dt), _data(draw, shape, dt),
                   np.asarray(src, np.int32), np.asarray(dst, np.int32)]
         return Case(kind, "dynamic_update_slice(base, slice(base), j)", inputs, params)
@@ -245,23 +247,19 @@ def function(case: Case, np_, lax_):
         def f(x, y, i, j):
             base = {"x": x, "x+y": x + y, "x*y": x * y}[p["base"]]
             src = _starts(src_vec, static, i)
+            if p["source"] == "shift":  # base.at[k:].set(base[:-k]) along axis 0 (openxla/xla#49176)
+                k = min(p["shift"], base.shape[0] - 1)
+                if k < 1:
+                    return base
+                return _after(lax_.dynamic_update_slice(base, base[:base.shape[0] - k], (k,) + (0,) * (base.ndim - 1)),
+                              base, p["after"])
             if p["source"] == "slice":  # a static slice: HLO's slice of the same buffer
                 lo = [min(max(int(s) + (d if int(s) < 0 else 0), 0), d - n)
                       for s, d, n in zip(src_vec, base.shape, p["sizes"])]
                 upd = base[tuple(slice(a, a + n) for a, n in zip(lo, p["sizes"]))]
             else:
                 upd = lax_.dynamic_slice(base, src, p["sizes"])
-            out = lax_.dynamic_update_slice(base, upd, _starts(dst_vec, static, j))
-            after = p["after"]
-            if after == "reshape":
-                return out.reshape((1,) + out.shape[::-1])
-            if after == "transpose":
-                return out.T
-            if after == "add":
-                return out + base
-            if after == "reverse":
-                return out[::-1]
-            return out
+            return _after(lax_.dynamic_update_slice(base, upd, _starts(dst_vec, static, j)), base, p["after"])
         return f
 
     def g(x, u, i, j):
@@ -271,6 +269,22 @@ def function(case: Case, np_, lax_):
         inner = lax_.dynamic_slice(x, ii, p["outer"])
         return lax_.dynamic_update_slice(x, lax_.dynamic_update_slice(inner, u, jj), ii)
     return g
+
+
+def _after(out, base, after):
+    """What reads the updated array: a reshape (which XLA's simplifier moves across the update),
+    a transpose, an add of the base, a reverse, or nothing."""
+    if after == "reshape":
+        return out.reshape((1,) + out.shape)
+    if after == "reshape_reversed":
+        return out.reshape(out.shape[::-1])
+    if after == "transpose":
+        return out.T
+    if after == "add":
+        return out + base
+    if after == "reverse":
+        return out[::-1]
+    return out
 
 
 def _transcendental(case):
@@ -286,7 +300,10 @@ def run_case(case: Case, backends=("jax", "llvm")):
     naming the case, the backend and the first difference."""
     for backend in backends:
         with np.errstate(all="ignore"):
-            want = np.asarray(eager_reference(function(case, jnp, jlax), *case.inputs, backend=backend))
+            # (jax arrays: a NumPy operand would make `x * y` NumPy's multiply, which keeps
+            # the subnormals XLA:CPU flushes)
+            ref_inputs = [jax.device_put(x, reference_device(backend)) for x in case.inputs]
+            want = np.asarray(eager_reference(function(case, jnp, jlax), *ref_inputs, backend=backend))
             got = np.asarray(minixla.jit(function(case, mnp, mlax), backend=backend)(*case.inputs))
         exact = backend == "jax" or not _transcendental(case)
         try:
