@@ -7,8 +7,9 @@ once; the optimized module is then compiled by XLA through the hand-off as shipp
 (``unprotected``: XLA's algebraic simplifier sees the whole program), and the
 two executables are timed in interleaved rounds in this one process (a round: one sample of
 each, in alternating order), so machine load hits both alike. Prints one JSON line per
-workload: XLA compile ms (median of ``--compiles`` fresh compiles each), run ms (median sample)
-and the run-time ratio protected / unprotected with its per-round spread.
+workload: XLA compile ms (median of ``--compiles`` fresh compiles each, interleaved), run ms
+(median sample), the run-time ratio protected / unprotected with its per-round spread, and
+whether XLA's optimized entry computations have the same kernels (opcodes, fusions by kind).
 """
 from __future__ import annotations
 
@@ -31,6 +32,17 @@ def _sample(exe, args, min_ms):
             return dt / n
 
 
+def _kernels(exe):
+    """The opcodes of the entry computation XLA compiled, fusions by kind (what runs)."""
+    import collections
+    import re
+    text = exe._compiled.as_text()
+    entry = text[text.index("ENTRY"):]
+    ops = re.findall(r"= \S+ ([\w-]+)\((.*)", entry)
+    kinds = [op + "".join(f":{k}" for k in re.findall(r"kind=(\w+)", rest)) for op, rest in ops]
+    return dict(collections.Counter(kinds))
+
+
 def measure(workload, scale, rounds, compiles, min_ms):
     import minixla
     from minixla.backends import jax_xla
@@ -40,17 +52,17 @@ def measure(workload, scale, rounds, compiles, min_ms):
     module = minixla.jit(functools.partial(workload.fn, W.minixla_namespace()), backend="jax") \
         .lower(*args).compile().hlo_module
     variants = {"protected": True, "unprotected": False}
-    exes, compile_ms = {}, {}
+    exes, compile_ms = {}, {name: [] for name in variants}
     try:
-        for name, barriers in variants.items():
-            jax_xla.OP_BARRIERS = barriers
-            times = []
-            for _ in range(compiles):  # (a fresh jax.jit each: no cache hit)
+        for r in range(compiles):  # (interleaved; a fresh jax.jit each: no cache hit)
+            for name in (list(variants) if r % 2 == 0 else list(variants)[::-1]):
+                jax_xla.OP_BARRIERS = variants[name]
                 exes[name] = jax_xla.JaxExecutable(module)
-                times.append(exes[name].compile_ms)
-            compile_ms[name] = statistics.median(times)
+                compile_ms[name].append(exes[name].compile_ms)
     finally:
         jax_xla.OP_BARRIERS = True
+    compile_ms = {name: statistics.median(t) for name, t in compile_ms.items()}
+    kernels = {name: _kernels(exe) for name, exe in exes.items()}
     same = all(np.array_equal(a, b, equal_nan=True) for a, b in zip(exes["protected"](*args), exes["unprotected"](*args)))
     for exe in exes.values():
         exe(*args)  # (warm)
@@ -63,7 +75,8 @@ def measure(workload, scale, rounds, compiles, min_ms):
             "run_ms": {k: round(statistics.median(v), 3) for k, v in samples.items()},
             "run_ratio": round(statistics.median(ratios), 3),
             "run_ratio_range": [round(min(ratios), 3), round(max(ratios), 3)],
-            "same_results": bool(same)}
+            "same_results": bool(same),
+            "same_xla_kernels": kernels["protected"] == kernels["unprotected"]}
 
 
 def main(argv=None):
