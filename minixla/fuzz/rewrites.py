@@ -29,7 +29,9 @@ rewrites change: ``inf`` against 89.0, NaN against 1.0). Not bit for bit there, 
 XLA:CPU's ``exp`` fused into a loop with other ops on a 3-element array differs from the lone
 ``exp`` by up to 3 ulp near 88.72 (``exp(0)*exp(88.72282)`` is 3.4027717e38, eager's
 3.4027726e38; ``jax.jit`` gives the same), a code-generation difference below the HLO that no
-barrier stops. ``tests/test_fuzz_rewrites.py``
+barrier stops. Its sibling is outside any tolerance: a fused ``log`` reads a negative subnormal
+as -0.0 (``log(a) + log(-1.4e-45)`` is -inf, eager's lone ``log`` gives NaN; ``jax.jit`` too), so
+a deep run reports those. ``tests/test_fuzz_rewrites.py``
 runs a few cases in CI and many with ``MINIXLA_DEEP_FUZZ=1``; ``python -m minixla.fuzz --mode
 rewrites --examples N`` keeps going past a mismatch and counts them.
 """
