@@ -4,6 +4,31 @@ Real XLA then compiles it for whatever device JAX runs on (CPU, GPU or TPU). Eac
 maps to the ``jax.lax`` function with the same semantics (``jax_rules``); a ``fusion`` is
 replayed by evaluating its fused computation inline, so XLA sees the same dataflow and is
 free to fuse it again its own way.
+
+XLA's whole-program rewrites. JAX eager, the reference, compiles one op at a time, so XLA's
+AlgebraicSimplifier ("algsimp") never sees two ops together; the hand-off gives XLA the whole
+program, and there algsimp rewrites compositions as if over the reals: ``log(exp(x))`` to ``x``
+(89.0 where eager overflows to inf), ``exp(a)*exp(b)`` to ``exp(a+b)`` (1.0 where eager has
+``inf*0 = NaN``), ``exp(a)/exp(b)``, ``sqrt(abs(x*x))`` to ``abs(x)``, ``abs(x*x)`` to ``x*x``
+for a signed integer (a square is assumed non-negative; eager wraps), nested dynamic slices
+merged without their clamps, a reshape moved across a dynamic-update-slice so that XLA:CPU's
+in-place update reads what it has just written. Each is a public report (openxla/xla#45560,
+#49176, #49121; jax-ml/jax#38099, #37919, #40849; tensorflow/tensorflow#123169, #117142) that
+reproduces on jax 0.10's XLA:CPU, and a pass dump (``--xla_dump_hlo_pass_re=.*``) of the
+hand-off's programs shows algsimp making them, in the fixed-point "simplification" pipeline
+before layout assignment. So every op's result goes through ``lax.optimization_barrier``
+(``OP_BARRIERS``): algsimp then matches no pattern that spans two ops, and rewrites each op
+alone, exactly as it does for eager's one-op programs (a lone ``dot`` is canonicalized the
+same way: turning algsimp off instead, ``xla_disable_hlo_passes=algsimp``, also stops the class
+but made vector and degenerate-dim dots differ from eager and the attention benchmark 1.35x
+slower). XLA's OptimizationBarrierExpander removes the barriers before layout assignment, so
+fusion and code generation see the program as before (the cost, measured by ``python -m
+benchmarks.handoff_passes``, is in the README: "The JAX hand-off backend"); the algsimp run
+after layout assignment visits only the computations outside fusions. What the barriers
+cannot stop is below the HLO: LLVM, hence the hidden run-time arguments (constants, a 1.0 per
+float product) and ``xla_allow_excess_precision=false``. ``minixla/fuzz/rewrites.py`` builds
+exactly these compositions at their overflow and wraparound bounds and checks the hand-off
+against eager bit for bit.
 """
 from __future__ import annotations
 
@@ -36,14 +61,9 @@ jax_rules["compare"] = lambda instr, a, b: _COMPARE[instr.attrs["direction"]](a,
 jax_rules["select"] = lambda instr, p, t, f: lax.select(p, t, f)
 
 
-def _convert(instr, x):
-    y = lax.convert_element_type(x, instr.shape.dtype)
-    # XLA rewrites `x * convert(pred)` to `select(pred, x, 0)`: 0 for x = inf or NaN, where
-    # JAX eager (and IEEE) give NaN. A barrier keeps the multiply a multiply.
-    return lax.optimization_barrier(y) if x.dtype == np.bool_ and instr.shape.dtype != np.bool_ else y
-
-
-jax_rules["convert"] = _convert
+# (XLA rewrites `x * convert(pred)` to `select(pred, x, 0)`, 0 for x = inf where eager gives
+# NaN: the barrier on every op's result, OP_BARRIERS, keeps the multiply a multiply)
+jax_rules["convert"] = lambda instr, x: lax.convert_element_type(x, instr.shape.dtype)
 jax_rules["broadcast"] = lambda instr, x: lax.broadcast_in_dim(x, instr.shape.dims, instr.attrs["dimensions"])
 jax_rules["reshape"] = lambda instr, x: lax.reshape(x, instr.shape.dims)
 jax_rules["transpose"] = lambda instr, x: lax.transpose(x, instr.attrs["dimensions"])
@@ -104,8 +124,18 @@ def evaluate_computation(comp, args):
         if instr.opcode == "multiply" and jnp.issubdtype(value.dtype, jnp.inexact):
             one = _hidden_value(("one", np.dtype(value.dtype)), lambda: None)
             value = value if one is None else jnp.multiply(value, one)
+        if OP_BARRIERS and instr.opcode not in _NO_BARRIER and getattr(_hidden, "values", None) is not None:
+            value = lax.optimization_barrier(value)
         env[instr] = value
     return env[comp.root]
+
+
+#: Whether every op's result goes through ``lax.optimization_barrier`` while a JaxExecutable
+#: traces (see "XLA's whole-program rewrites" in the module docstring). Not on what only
+#: regroups values (tuples), on a fusion's or a loop's result (the ops inside have theirs) or
+#: on a constant (a hidden run-time argument already).
+OP_BARRIERS = True
+_NO_BARRIER = {"tuple", "get-tuple-element", "fusion", "constant", "while", "conditional"}
 
 
 # Hidden arguments. XLA sees the whole program, and rewrites that JAX eager (one op at a time)

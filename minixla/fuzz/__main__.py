@@ -2,8 +2,9 @@
 
 Unlike the pytest entry points (``tests/test_fuzz*.py``: stop at the first mismatch and shrink
 it), this draws ``--examples`` programs, runs each through the mode (``grad``, ``jvp``, ``vmap``
-as ``minixla/fuzz/transforms.py`` describes, or ``forward``: the plain compile of
-``tests/test_fuzz.py``), appends every mismatch to ``--failures`` (one JSON object a line: the
+as ``minixla/fuzz/transforms.py`` describes, ``forward``: the plain compile of
+``tests/test_fuzz.py``, or ``rewrites``: the compositions XLA's whole-program optimizer rewrites,
+``minixla/fuzz/rewrites.py``; ``--backends`` picks the backends there), appends every mismatch to ``--failures`` (one JSON object a line: the
 program's op list and the message) and prints a JSON summary: programs run, skipped, failed,
 seconds. ``--log`` keeps the program being run, for a crash that takes the process down.
 """
@@ -36,9 +37,17 @@ def _forward(prog, data):
     return "forward"
 
 
+def _programs(counts, mode):
+    """Programs run so far (the rewrites mode counts each case by kind, and its failures twice)."""
+    if mode == "rewrites":
+        return sum(v for k, v in counts.items() if not k.startswith("failed"))
+    return sum(counts.values())
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--mode", choices=["grad", "jvp", "vmap", "forward"], required=True)
+    ap.add_argument("--mode", choices=["grad", "jvp", "vmap", "forward", "rewrites"], required=True)
+    ap.add_argument("--backends", default="jax,llvm", help="rewrites mode: comma-separated backends")
     ap.add_argument("--examples", type=int, default=100)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--failures", default=None, help="append mismatches here (JSON lines)")
@@ -46,7 +55,10 @@ def main(argv=None):
     args = ap.parse_args(argv)
     counts = collections.Counter()
     start = time.perf_counter()
-    if args.mode in ("grad", "jvp"):
+    if args.mode == "rewrites":
+        from minixla.fuzz import rewrites
+        strategy = rewrites.cases()
+    elif args.mode in ("grad", "jvp"):
         strategy = P.programs(dtypes=GRAD_DTYPES, max_ops=MAX_OPS, special_rate=SPECIAL_RATE)
     else:
         strategy = P.programs(max_ops=MAX_OPS if args.mode == "vmap" else 30)
@@ -57,7 +69,14 @@ def main(argv=None):
     @given(strategy, st.data())
     def run(prog, data):
         try:
-            if args.mode == "forward":
+            if args.mode == "rewrites":
+                counts[f"{prog.kind}"] += 1
+                try:
+                    rewrites.run_case(prog, tuple(args.backends.split(",")))
+                except AssertionError:
+                    counts[f"failed {prog.kind} {prog.name}"] += 1
+                    raise
+            elif args.mode == "forward":
                 counts[_forward(prog, data)] += 1
             else:
                 counts[fuzz_transform(args.mode, prog, data, args.log)] += 1
@@ -72,12 +91,12 @@ def main(argv=None):
                     transforms.LAST.clear()
                 with open(args.failures, "a") as fh:
                     fh.write(json.dumps({"mode": args.mode, "seed": args.seed, "message": str(e)[:6000]}) + "\n")
-        n = sum(counts.values())
+        n = _programs(counts, args.mode)
         if n % 100 == 0:
             print(json.dumps({"progress": n, "seconds": round(time.perf_counter() - start), **counts}),
                   file=sys.stderr, flush=True)
     run()
-    summary = {"mode": args.mode, "seed": args.seed, "programs": sum(counts.values()), **counts,
+    summary = {"mode": args.mode, "seed": args.seed, "programs": _programs(counts, args.mode), **counts,
                "seconds": round(time.perf_counter() - start, 1)}
     print(json.dumps(summary))
     return 1 if counts["failed"] else 0

@@ -198,7 +198,10 @@ class ShardMapExecutable:
         in_specs = tuple([sharded] * len(params) + [P()] * len(hidden))
         out_specs = tuple([sharded] * self.n_outputs)
         fn = jax.shard_map(body, mesh=self.mesh, in_specs=in_specs, out_specs=out_specs, check_vma=False)
-        self._fn = jax.jit(fn)
+        specs = [jax.ShapeDtypeStruct((n, *p.shape.dims), p.shape.dtype) for p in params]
+        specs += [jax.ShapeDtypeStruct(np.shape(v), np.asarray(v).dtype) for v in self._hidden]
+        # (the hand-off's XLA options; the barriers of OP_BARRIERS come with evaluate_computation)
+        self._fn = jax.jit(fn).lower(*specs).compile(jax_xla.COMPILER_OPTIONS)
         self._params = params
 
     def __call__(self, per_device_args):
