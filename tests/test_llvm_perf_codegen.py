@@ -210,6 +210,31 @@ def test_packed_transposed_lhs_is_bit_identical(case, monkeypatch):
     np.testing.assert_allclose(packed(x, g, w)[0], ref, rtol=1e-4, atol=1e-4)
 
 
+def test_tail_streams_are_prefetched_and_change_no_bit(monkeypatch):
+    """The arrays a fused tail reads at the output's own index (``Gemm.tail_streams``: the
+    weights of a fused SGD update, the activations of a relu mask; not a broadcast bias) are
+    prefetched tile by tile before the last K block: same results with it off, and the
+    prefetches are in the kernel's IR."""
+    from minixla.backends.llvm import kernel_cache
+    x, g, w, b = randn(70, 45), randn(70, 104), randn(45, 104), randn(104)
+    progs = {"sgd": (lambda x, g, w: w - 0.01 * (x.T @ g), (x, g, w), 1),
+             "mask": (lambda x, g, w: (g @ w.T) * (x > 0), (x, g, w), 1),
+             "bias": (lambda x, g, w, b: mnp.maximum(x @ w + b, 0.0), (x, g[:, :45].T.copy(), w, b), 0)}
+    real = G.emit_gemm
+    for name, (f, args, n_streams) in progs.items():
+        seen = []
+        monkeypatch.setattr(G, "emit_gemm", lambda bld, gm, *a: (seen.append(len(gm.tail_streams)), real(bld, gm, *a))[1])
+        kernel_cache.clear()
+        on = compiled(f, *args)
+        monkeypatch.setattr(G, "TAIL_PREFETCH", False)
+        kernel_cache.clear()
+        off = compiled(f, *args)
+        monkeypatch.setattr(G, "TAIL_PREFETCH", True)
+        assert seen == [n_streams, n_streams], name
+        assert (on.optimized_llvm_ir.count("@llvm.prefetch") > off.optimized_llvm_ir.count("@llvm.prefetch")) == bool(n_streams), name
+        np.testing.assert_array_equal(on(*args)[0], off(*args)[0])
+
+
 def test_gemm_prefer_vector_width_is_local_to_gemm_kernels(monkeypatch):
     """``gemm.PREFER_VECTOR_WIDTH`` gives the GEMM kernel (its packing and tail loops) LLVM's
     ``"prefer-vector-width"`` attribute -- and no other kernel -- without changing a bit."""

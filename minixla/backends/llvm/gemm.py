@@ -108,6 +108,8 @@ PREFER_VECTOR_WIDTH = None
 PACK_A = True
 #: the most column panels that share one packed A block
 MAX_PANEL_GROUP = 8
+#: prefetch the tail's operand rows of a tile before its last K block (``Gemm.tail_streams``)
+TAIL_PREFETCH = True
 
 
 def lanes(dtype) -> int:
@@ -128,6 +130,9 @@ class Gemm:
       threads: how many threads the units should feed.
       a_row_stride: element stride of A along ``m`` when it is one (None: unknown), which
         lets a strided A be packed (``pack_a``).
+      tail_streams: ``[(pointer, element type, bytes)]`` of the arrays the tail reads at the output
+        element's own index (``out``'s ``[batch, M, N]`` layout); each tile prefetches its
+        rows of them before its last K block (``TAIL_PREFETCH``).
     """
     dtype: np.dtype
     batch: int
@@ -141,6 +146,7 @@ class Gemm:
     tail: Callable | None
     threads: int = 1
     a_row_stride: int | None = None
+    tail_streams: list = ()
 
     def __post_init__(self):
         self.lanes = lanes(self.dtype)
@@ -416,6 +422,9 @@ class _Emitter:
             a_stride = T.i64(g.a_stride)
         row0 = self.b_mul(self.b_add(self.b_mul(bb, T.i64(g.M)), m0), T.i64(g.N))
         tile = self.gep(self.out, self.b_add(row0, j0))
+        if TAIL_PREFETCH and g.tail is not None and g.tail_streams:
+            with if_then(b, last, "tpf"):
+                self.emit_prefetch_streams(self.b_add(row0, j0), mr, width)
         b.call(fn, [self.rows, a_stride, self.pack, tb, cb, tile, T.i64(g.N), first, T.i64(n_last)])
         if g.tail is not None:
             # (one loop over the rows, not ``mr`` copies: a copy of the vectorized tail each
@@ -428,6 +437,23 @@ class _Emitter:
                     ptr = self.gep(self.out, self.b_add(row_start, nn))
                     value = g.tail(b, bb, m, nn, b.load(ptr, typ=self.ety))
                     T.store_element(b, value, self.out, g.dtype, self.b_add(row_start, nn))
+
+    def emit_prefetch_streams(self, start, mr: int, width: int):
+        """Prefetch the ``mr x width`` block at linear index ``start`` (rows ``N`` apart) of
+        each of the tail's streams, while the micro-kernel computes the tile's last K block.
+
+        Measured on the MLP's weight gradient with its SGD update fused (``w - lr * dw``,
+        1024x1024): the tail's reads of ``w`` -- 256 bytes of each 4 KiB row per tile, a
+        pattern the hardware prefetchers do not follow -- cost 1.6 of its 8 ms (one thread)."""
+        b, g = self.b, self.g
+        fn = _prefetch_fn(b.module)
+        for base, ety, item in g.tail_streams:
+            per_line = max(1, 64 // item)
+            with for_loop(b, 0, mr, "tpr") as r:
+                row = b.gep(base, [self.b_add(start, self.b_mul(r, T.i64(g.N)))], source_etype=ety)
+                for n in range(0, width, per_line):
+                    b.call(fn, [b.gep(row, [T.i64(n)], source_etype=ety), ir.Constant(ir.IntType(32), 0),
+                                ir.Constant(ir.IntType(32), 3), ir.Constant(ir.IntType(32), 1)])
 
     def emit_prefetch_next_tile(self, bb, m0, c0, mr):
         """Prefetch the A strip (``mr`` rows x one K block) of the next row tile.
@@ -565,6 +591,14 @@ class _Emitter:
                             self.emit_panel(bb, row_lo, row_hi, j0, g.NR)
                     with otherwise:
                         self.emit_panel(bb, row_lo, row_hi, j0, g.N - full_panels * g.NR)
+
+
+def _prefetch_fn(module):
+    fn = module.globals.get("llvm.prefetch.p0")
+    if fn is None:
+        i32 = ir.IntType(32)
+        fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [T.PTR, i32, i32, i32]), name="llvm.prefetch.p0")
+    return fn
 
 
 def _min(b, x, y):

@@ -381,6 +381,27 @@ def _tail_fn(kb, root, core, multi_of):
     return tail
 
 
+def _tail_streams(kb, root, core):
+    """The kernel arguments the fused tail reads at the output element's own linear index
+    (``gemm.Gemm.tail_streams``): buffers of the core's size reached from the root through
+    elementwise ops and reshapes only -- the weights of an SGD update ``w - lr * (x.T @ dy)``,
+    the saved activations of a relu mask. Returns ``[(pointer, element type, bytes)]``."""
+    if root is core:
+        return []
+    streams, seen, todo = [], set(), [root]
+    while todo:
+        i = todo.pop()
+        if i in seen or i is core or i.shape.size != core.shape.size:
+            continue
+        seen.add(i)
+        if i in kb.buffers:
+            if kb.buffers[i] is not kb.out:
+                streams.append((kb.buffers[i], T.mem_type(i.shape.dtype), np.dtype(i.shape.dtype).itemsize))
+        elif i.opcode in ELEMENTWISE or i.opcode == "reshape":
+            todo.extend(i.operands)
+    return streams
+
+
 def _root_index(b, root, core, multi):
     """The index of the fusion's output element that holds the core's element ``multi``. A
     reshape between the core and the root (a tail over ``reshape(dot)``, as reverse mode makes
@@ -468,7 +489,8 @@ def gemm_for_dot(kb, dot, root):
     # (a plain dot calls the library routine, which does not pack A: no ``a_row_stride``)
     plain = root is dot and dot_library_params(kb, dot) is not None
     return G.Gemm(dtype, batch, M, N, 1, K, a_row, a_stride, b_elem, _tail_fn(kb, root, dot, multi_of),
-                  kb.threads, a_row_stride=None if plain else _merged_stride(lhs, lf))
+                  kb.threads, a_row_stride=None if plain else _merged_stride(lhs, lf),
+                  tail_streams=_tail_streams(kb, root, dot))
 
 
 def dot_library_params(kb, dot):
@@ -561,7 +583,8 @@ def gemm_for_convolution(kb, conv, root):
         multi[rank - 1] = n
         return multi
 
-    return G.Gemm(dtype, 1, M, N, Tn, C, a_row, 1, b_elem, _tail_fn(kb, root, conv, multi_of), kb.threads)
+    return G.Gemm(dtype, 1, M, N, Tn, C, a_row, 1, b_elem, _tail_fn(kb, root, conv, multi_of), kb.threads,
+                  tail_streams=_tail_streams(kb, root, conv))
 
 
 def emit_gemm(kb: _KernelBuilder, g: G.Gemm):
