@@ -486,11 +486,14 @@ def gemm_for_dot(kb, dot, root):
     def multi_of(b, bb, m, n):
         return delinearize(b, bb, bsizes) + delinearize(b, m, msizes) + delinearize(b, n, nsizes)
 
-    # (a plain dot calls the library routine, which does not pack A: no ``a_row_stride``)
-    plain = root is dot and dot_library_params(kb, dot) is not None
     return G.Gemm(dtype, batch, M, N, 1, K, a_row, a_stride, b_elem, _tail_fn(kb, root, dot, multi_of),
-                  kb.threads, a_row_stride=None if plain else _merged_stride(lhs, lf),
+                  kb.threads, a_row_stride=_merged_stride(lhs, lf),
                   tail_streams=_tail_streams(kb, root, dot))
+
+
+#: a dot with a fused tail whose operands are kernel arguments calls the library routine with
+#: the tail as a function (``emit_library_dot``) instead of a GEMM kernel of its own
+LIBRARY_TAILS = True
 
 
 def dot_library_params(kb, dot):
@@ -511,13 +514,89 @@ def dot_library_params(kb, dot):
     return DL.Params(dims(lhs, lf), dims(rhs, rf), dims(lhs, lc), *strides, batch)
 
 
-def emit_library_dot(kb: _KernelBuilder, g: G.Gemm, params, dot):
-    """A plain dot: one call of the precompiled GEMM routine (``dot_library.py``)."""
+def emit_library_dot(kb: _KernelBuilder, g: G.Gemm, params, dot, root=None):
+    """A dot: one call of the precompiled GEMM routine (``dot_library.py``), passing it the
+    kernel's fused tail (``root`` above the dot) as a small function of its own."""
     kb.kernel.strategy = "gemm-library"
     kb.kernel.units = g.units
     kb.kernel.cost_ns = g.flops * _NS_PER_FLOP
     lhs, rhs = dot.operands
-    DL.emit_call(kb.builder, g, params, kb.buffers[lhs], kb.buffers[rhs], kb.out, kb.lo, kb.hi)
+    tail = ctx = None
+    if root is not None and root is not dot:
+        tail = _emit_tail_function(kb, g, root, dot)
+        # the tail reads the kernel's own arguments: passed through the routine as one array
+        args = kb.fn.args[:-2]
+        ctx = kb.alloca(T.PTR, "tail_ctx", len(args))
+        for k, a in enumerate(args):
+            kb.builder.store(a, kb.builder.gep(ctx, [T.i64(k)], inbounds=True, source_etype=T.PTR))
+    DL.emit_call(kb.builder, g, params, kb.buffers[lhs], kb.buffers[rhs], kb.out, kb.lo, kb.hi, tail, ctx)
+
+
+def _emit_tail_function(kb: _KernelBuilder, g: G.Gemm, root, core) -> ir.Function:
+    """``tail(ctx, bb, m0, mr, j0, width, phase)`` (``dot_library.TAIL_TYPE``) of the kernel
+    being built: phase 0 prefetches the tile's rows of the tail's streams
+    (``Gemm.tail_streams``), phase 1 applies the tail (``g.tail``) to the finished tile of
+    ``out``. The elemental emitter runs on the tail function's builder, reading the kernel's
+    arguments from ``ctx`` (``[out, in0, ..., const0, ...]``)."""
+    module = kb.builder.module
+    fn = ir.Function(module, DL.TAIL_TYPE, name=f"{kb.fn.name}.tail")
+    args = kb.fn.args[:-2]
+    # The tail proper takes the kernel's pointers as ``noalias`` arguments (as the kernel
+    # does: loaded from ``ctx`` they could alias, and LLVM would version every loop on it).
+    inner = ir.Function(module, ir.FunctionType(ir.VoidType(), [T.PTR] * len(args) + [T.I64] * 6),
+                        name=f"{kb.fn.name}.tail_body")
+    for f in (fn, inner):
+        f.linkage = "internal"
+        f.attributes.add("nounwind")
+        f.attributes.add("noinline")  # (the denormal attribute goes on ``noinline nounwind`` defines)
+    if G.PREFER_VECTOR_WIDTH:
+        G.set_prefer_vector_width(inner, G.PREFER_VECTOR_WIDTH)
+    wb = ir.IRBuilder(fn.append_basic_block("entry"))
+    ctx = fn.args[0]
+    loaded = [wb.load(wb.gep(ctx, [T.i64(k)], inbounds=True, source_etype=T.PTR), typ=T.PTR) for k in range(len(args))]
+    wb.call(inner, loaded + list(fn.args[1:]))
+    wb.ret_void()
+    ptrs = inner.args[:len(args)]
+    for a in ptrs:
+        a.add_attribute("noalias")
+    bb, m0, mr, j0, width, phase = inner.args[len(args):]
+    entry = inner.append_basic_block("entry")
+    body = inner.append_basic_block("body")
+    b = ir.IRBuilder(body)
+    position = {id(a): k for k, a in enumerate(args)}
+    saved = kb.builder, kb.buffers, kb.out, kb._entry, g.tail_streams
+    kb.builder, kb._entry = b, entry
+    kb.buffers = {leaf: ptrs[position[id(ptr)]] for leaf, ptr in kb.buffers.items()}
+    kb.out = ptrs[0]
+    try:
+        streams = _tail_streams(kb, root, core)
+        dtype = core.shape.dtype
+        with b.if_else(b.icmp_unsigned("==", phase, T.i64(0))) as (then, otherwise):
+            with then:
+                if G.TAIL_PREFETCH and streams:
+                    start = b.add(b.mul(b.add(b.mul(bb, T.i64(g.M)), m0), T.i64(g.N)), j0)
+                    with for_loop(b, 0, mr, "tpr") as r:
+                        for base, ety, item in streams:
+                            row = b.gep(base, [b.add(start, b.mul(r, T.i64(g.N)))], source_etype=ety)
+                            with for_loop(b, 0, width, "tpn", step=max(1, 64 // item)) as n:
+                                b.call(G._prefetch_fn(b.module), [b.gep(row, [n], source_etype=ety),
+                                                                   ir.Constant(ir.IntType(32), 0),
+                                                                   ir.Constant(ir.IntType(32), 3),
+                                                                   ir.Constant(ir.IntType(32), 1)])
+            with otherwise:
+                with for_loop(b, 0, mr, "tr") as r:
+                    m = b.add(m0, r)
+                    row_start = b.mul(b.add(b.mul(bb, T.i64(g.M)), m), T.i64(g.N))
+                    with for_loop(b, 0, width, "tn") as n:
+                        nn = b.add(j0, n)
+                        at = b.add(row_start, nn)
+                        value = g.tail(b, bb, m, nn, T.load_element(b, kb.out, dtype, at))
+                        T.store_element(b, value, kb.out, dtype, at)
+        b.ret_void()
+    finally:
+        kb.builder, kb.buffers, kb.out, kb._entry, g.tail_streams = saved
+    ir.IRBuilder(entry).branch(body)
+    return fn
 
 
 def gemm_for_convolution(kb, conv, root):
@@ -816,9 +895,9 @@ def _emit_body(kb: _KernelBuilder, root):
             return
         g = gemm_for_dot(kb, core, root)
         if g is not None:
-            params = dot_library_params(kb, core) if root is core else None
+            params = dot_library_params(kb, core) if root is core or LIBRARY_TAILS else None
             if params is not None:
-                emit_library_dot(kb, g, params, core)
+                emit_library_dot(kb, g, params, core, root)
             else:
                 emit_gemm(kb, g)
             return
