@@ -250,6 +250,23 @@ def test_tail_streams_are_prefetched_and_change_no_bit(library, monkeypatch):
         np.testing.assert_array_equal(on(*args)[0], off(*args)[0])
 
 
+def test_column_reduce_under_an_elementwise_tail_is_a_reduce_kernel():
+    """``b - lr * sum(g, axis=0)`` (a bias update) reduces ``g`` as a reduce kernel, rows into a
+    row of accumulators, then applies the tail to its output -- not a loop in which each
+    element walks its column; a reduction over a minor dim stays a loop. Against jax."""
+    g, b, x = randn(300, 70), randn(70), randn(3, 5, 7)
+    cases = [(lambda b, g: b - 0.01 * mnp.sum(g, axis=0), lambda b, g: b - 0.01 * jnp.sum(g, axis=0), (b, g), "reduce"),
+             (lambda b, x: mnp.exp(b) * mnp.sum(x, axis=(0, 1)) + b,
+              lambda b, x: jnp.exp(b) * jnp.sum(x, axis=(0, 1)) + b, (b[:7], x), "reduce"),
+             (lambda b, g: b[:1] - 0.01 * mnp.sum(g, axis=1), lambda b, g: b[:1] - 0.01 * jnp.sum(g, axis=1),
+              (b, g), None)]
+    for f, ref, args, strategy in cases:
+        exe = compiled(f, *args)
+        got = [k["strategy"] for k in exe.kernels() if "reduce" in k["opcodes"]]
+        assert (got == ["reduce"]) == (strategy == "reduce"), got
+        np.testing.assert_allclose(exe(*args)[0], ref(*args), rtol=2e-6, atol=2e-6)
+
+
 def test_gemm_prefer_vector_width_is_local_to_gemm_kernels(monkeypatch):
     """``gemm.PREFER_VECTOR_WIDTH`` gives the GEMM kernel's own loops (its tail function, on
     the library path) LLVM's ``"prefer-vector-width"`` attribute -- and no other kernel --
