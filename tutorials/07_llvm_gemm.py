@@ -29,7 +29,8 @@
 #
 # *Mirrors* XLA:CPU's runtime matmul (`xla/service/cpu/runtime_matmul.cc`, which calls Eigen's
 # blocked GEMM); minixla's is `backends/llvm/gemm.py` (the tiled kernels) and `dot_library.py`
-# (the precompiled routine for dots and their fused tails); `benchmarks/limits.py` measures the machine.
+# (the precompiled routine for plain dots and backward-pass dots with a tail); `benchmarks/limits.py`
+# measures the machine.
 
 # %%
 import re
@@ -53,14 +54,14 @@ def normal(*shape):
 # %% [markdown]
 # ## 1. Two ways to run a dot
 #
-# A dot whose operands are in memory becomes a kernel that is one call of a routine compiled
+# A **plain** dot (nothing fused into it) becomes a kernel that is one call of a routine compiled
 # once per process, `minixla_dot_f32`, whose sizes and strides are run-time arguments: XLA:CPU
-# likewise calls its runtime's matmul instead of generating code. A **fused tail** (kOutput:
-# bias, ReLU) is then a small function of the kernel that the routine calls for each finished
-# tile, while the tile is still in L1 -- so only the tail is compiled per program, not a GEMM.
-# A dot with a fused *producer* of an operand (`x @ (w * 2)`) gets a kernel specialised to its
-# shapes (strategy `gemm`), which computes the producer while packing. All run the same tiles;
-# `executable.kernels()` names the strategy:
+# likewise calls its runtime's matmul instead of generating code. A dot with a **fused tail**
+# (kOutput: bias, ReLU) gets a kernel specialised to its shapes, which applies the tail to each
+# finished tile while it is still in L1 -- except when an operand is read transposed (the dots
+# of a backward pass, `x.T @ g` and `g @ w.T`): then the tail is a small function of the kernel
+# that the routine calls on each finished tile, so only the tail is compiled per program. All
+# run the same tiles; `executable.kernels()` names the strategy:
 
 # %%
 x, w, bias = normal(256, 512), normal(512, 256), normal(256)
@@ -72,7 +73,7 @@ for name, c in (("plain", plain), ("fused", fused)):
 # %%
 assert [k["strategy"] for k in plain.executable.kernels()] == ["gemm-library"]
 (fused_kernel,) = fused.executable.kernels()
-assert fused_kernel["kind"] == "kOutput" and fused_kernel["strategy"] == "gemm-library"
+assert fused_kernel["kind"] == "kOutput" and fused_kernel["strategy"] == "gemm"
 np.testing.assert_allclose(fused(x, w, bias), np.maximum(x @ w + bias, 0), rtol=1e-4, atol=1e-4)
 
 # %% [markdown]
