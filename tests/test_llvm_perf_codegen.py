@@ -111,9 +111,14 @@ def test_library_dot_of_an_operand_with_itself_and_fallbacks():
     exe = compiled(lambda a: a @ a.T, x)
     assert exe.kernels()[0]["strategy"] == "gemm-library"
     close_to_jax(exe(x)[0], x @ x.T, 70)
-    # a fused tail or a fused producer of the rhs needs the specialised kernel
+    # a fused tail is a function the routine calls per tile when an operand is read transposed
+    # (backward-pass dots); a forward dot with a tail, or a fused producer of the rhs, gets the
+    # specialised kernel
     w, bias = randn(70, 20), randn(20)
     assert compiled(lambda a, b, c: a @ b + c, x, w, bias).kernels()[0]["strategy"] == "gemm"
+    exe = compiled(lambda a, b, c: a @ b.T + c, x, w.T.copy(), bias)
+    assert exe.kernels()[0]["strategy"] == "gemm-library"
+    close_to_jax(exe(x, w.T.copy(), bias)[0], x.astype(np.float64) @ w + bias, 70)
     exe = compiled(lambda a, b: a @ (b * 2.0), x, w)
     assert [k["strategy"] for k in exe.kernels()] in (["gemm"], ["loop", "gemm-library"])
     close_to_jax(exe(x, w)[0], x @ (w * 2.0), 70)
@@ -188,7 +193,9 @@ def test_packed_transposed_lhs_is_bit_identical(case, monkeypatch):
     """A weight-gradient dot ``x.T @ g`` with a fused tail packs its strided lhs into MR-row
     panels (``gemm.Gemm.pack_a``): the same FMAs in the same order, so bit-identical to the
     unpacked kernel, with a partial last tile (M % 4), rows past the last whole vector
-    (M % 16), an edge panel, several K blocks, and a batch dimension; against float64."""
+    (M % 16), an edge panel, several K blocks, and a batch dimension; against float64. Both
+    the library routine with the tail as a function (the default) and the kernel specialised
+    to the shapes (``kernels.LIBRARY_TAILS`` off) give the same bits."""
     from minixla.backends.llvm import kernel_cache
     if case == "plain":
         x, g, w = randn(300, 45), randn(300, 104), randn(45, 104)
@@ -199,20 +206,73 @@ def test_packed_transposed_lhs_is_bit_identical(case, monkeypatch):
         f = lambda x, g, w: w - 0.01 * mnp.einsum("bkm,bkn->bmn", x, g)  # noqa: E731
         ref = w - 0.01 * np.einsum("bkm,bkn->bmn", x.astype(np.float64), g)
     seen = []
-    real = G.emit_gemm
-    monkeypatch.setattr(G, "emit_gemm", lambda b, gm, *a: (seen.append(gm.pack_a), real(b, gm, *a))[1])
-    packed = compiled(f, x, g, w)
-    monkeypatch.setattr(G, "PACK_A", False)
-    kernel_cache.clear()
-    plain = compiled(f, x, g, w)
-    assert seen == [True, False] and [k["strategy"] for k in packed.kernels()] == ["gemm"]
-    np.testing.assert_array_equal(packed(x, g, w)[0], plain(x, g, w)[0])
-    np.testing.assert_allclose(packed(x, g, w)[0], ref, rtol=1e-4, atol=1e-4)
+    real = K.gemm_for_dot
+    monkeypatch.setattr(K, "gemm_for_dot", lambda *a: (lambda gm: (seen.append(gm.pack_a), gm)[1])(real(*a)))
+    outs = []
+    for path in ("gemm-library", "gemm"):
+        monkeypatch.setattr(K, "LIBRARY_TAILS", path == "gemm-library")
+        for pack in (True, False):
+            monkeypatch.setattr(G, "PACK_A", pack)
+            kernel_cache.clear()
+            exe = compiled(f, x, g, w)
+            assert [k["strategy"] for k in exe.kernels()] == [path]
+            outs.append(exe(x, g, w)[0])
+    assert seen == [True, False] * 2
+    for out in outs[1:]:
+        np.testing.assert_array_equal(out, outs[0])
+    np.testing.assert_allclose(outs[0], ref, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("library", [True, False])
+def test_tail_streams_are_prefetched_and_change_no_bit(library, monkeypatch):
+    """The arrays a fused tail reads at the output's own index (``Gemm.tail_streams``: the
+    weights of a fused SGD update, the activations of a relu mask; not a broadcast bias) are
+    prefetched tile by tile before the last K block: same results with it off, and the
+    prefetches are in the kernel's IR (its tail function's, on the library path)."""
+    from minixla.backends.llvm import kernel_cache
+    monkeypatch.setattr(K, "LIBRARY_TAILS", library)
+    x, g, w, b = randn(70, 45), randn(70, 104), randn(45, 104), randn(104)
+    progs = {"sgd": (lambda x, g, w: w - 0.01 * (x.T @ g), (x, g, w), 1),
+             "mask": (lambda x, g, w: (g @ w.T) * (x > 0), (x, g, w), 1),
+             "bias": (lambda x, g, w, b: mnp.maximum(x @ w + b, 0.0), (x, g[:, :45].T.copy(), w, b), 0)}
+    real = K.gemm_for_dot
+    for name, (f, args, n_streams) in progs.items():
+        seen = []
+        monkeypatch.setattr(K, "gemm_for_dot", lambda *a: (lambda gm: (seen.append(len(gm.tail_streams)), gm)[1])(real(*a)))
+        kernel_cache.clear()
+        on = compiled(f, *args)
+        monkeypatch.setattr(G, "TAIL_PREFETCH", False)
+        kernel_cache.clear()
+        off = compiled(f, *args)
+        monkeypatch.setattr(G, "TAIL_PREFETCH", True)
+        assert seen == [n_streams, n_streams], name
+        assert [k["strategy"] for k in on.kernels()] == ["gemm-library" if library and name != "bias" else "gemm"]
+        count = lambda exe: exe.optimized_llvm_ir.count("@llvm.prefetch")  # noqa: E731
+        assert (count(on) > count(off)) == bool(n_streams), name
+        np.testing.assert_array_equal(on(*args)[0], off(*args)[0])
+
+
+def test_column_reduce_under_an_elementwise_tail_is_a_reduce_kernel():
+    """``b - lr * sum(g, axis=0)`` (a bias update) reduces ``g`` as a reduce kernel, rows into a
+    row of accumulators, then applies the tail to its output -- not a loop in which each
+    element walks its column; a reduction over a minor dim stays a loop. Against jax."""
+    g, b, x = randn(300, 70), randn(70), randn(3, 5, 7)
+    cases = [(lambda b, g: b - 0.01 * mnp.sum(g, axis=0), lambda b, g: b - 0.01 * jnp.sum(g, axis=0), (b, g), "reduce"),
+             (lambda b, x: mnp.exp(b) * mnp.sum(x, axis=(0, 1)) + b,
+              lambda b, x: jnp.exp(b) * jnp.sum(x, axis=(0, 1)) + b, (b[:7], x), "reduce"),
+             (lambda b, g: b[:1] - 0.01 * mnp.sum(g, axis=1), lambda b, g: b[:1] - 0.01 * jnp.sum(g, axis=1),
+              (b, g), None)]
+    for f, ref, args, strategy in cases:
+        exe = compiled(f, *args)
+        got = [k["strategy"] for k in exe.kernels() if "reduce" in k["opcodes"]]
+        assert (got == ["reduce"]) == (strategy == "reduce"), got
+        np.testing.assert_allclose(exe(*args)[0], ref(*args), rtol=2e-6, atol=2e-6)
 
 
 def test_gemm_prefer_vector_width_is_local_to_gemm_kernels(monkeypatch):
-    """``gemm.PREFER_VECTOR_WIDTH`` gives the GEMM kernel (its packing and tail loops) LLVM's
-    ``"prefer-vector-width"`` attribute -- and no other kernel -- without changing a bit."""
+    """``gemm.PREFER_VECTOR_WIDTH`` gives the GEMM kernel's own loops (its tail function, on
+    the library path) LLVM's ``"prefer-vector-width"`` attribute -- and no other kernel --
+    without changing a bit."""
     from minixla.backends.llvm import kernel_cache
     x, w, b = randn(20, 33), randn(33, 70), randn(70)
     f = lambda x, w, b: (mnp.maximum(mnp.matmul(x, w) + b, 0.0), mnp.exp(b) * 2.0)  # noqa: E731

@@ -29,7 +29,8 @@
 #
 # *Mirrors* XLA:CPU's runtime matmul (`xla/service/cpu/runtime_matmul.cc`, which calls Eigen's
 # blocked GEMM); minixla's is `backends/llvm/gemm.py` (the tiled kernels) and `dot_library.py`
-# (the precompiled routine for plain dots); `benchmarks/limits.py` measures the machine.
+# (the precompiled routine for plain dots and backward-pass dots with a tail); `benchmarks/limits.py`
+# measures the machine.
 
 # %%
 import re
@@ -57,8 +58,10 @@ def normal(*shape):
 # once per process, `minixla_dot_f32`, whose sizes and strides are run-time arguments: XLA:CPU
 # likewise calls its runtime's matmul instead of generating code. A dot with a **fused tail**
 # (kOutput: bias, ReLU) gets a kernel specialised to its shapes, which applies the tail to each
-# finished tile while it is still in L1. Both run the same tiles; `executable.kernels()` names
-# the strategy:
+# finished tile while it is still in L1 -- except when an operand is read transposed (the dots
+# of a backward pass, `x.T @ g` and `g @ w.T`): then the tail is a small function of the kernel
+# that the routine calls on each finished tile, so only the tail is compiled per program. All
+# run the same tiles; `executable.kernels()` names the strategy:
 
 # %%
 x, w, bias = normal(256, 512), normal(512, 256), normal(256)

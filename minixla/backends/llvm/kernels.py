@@ -381,6 +381,27 @@ def _tail_fn(kb, root, core, multi_of):
     return tail
 
 
+def _tail_streams(kb, root, core):
+    """The kernel arguments the fused tail reads at the output element's own linear index
+    (``gemm.Gemm.tail_streams``): buffers of the core's size reached from the root through
+    elementwise ops and reshapes only -- the weights of an SGD update ``w - lr * (x.T @ dy)``,
+    the saved activations of a relu mask. Returns ``[(pointer, element type, bytes)]``."""
+    if root is core:
+        return []
+    streams, seen, todo = [], set(), [root]
+    while todo:
+        i = todo.pop()
+        if i in seen or i is core or i.shape.size != core.shape.size:
+            continue
+        seen.add(i)
+        if i in kb.buffers:
+            if kb.buffers[i] is not kb.out:
+                streams.append((kb.buffers[i], T.mem_type(i.shape.dtype), np.dtype(i.shape.dtype).itemsize))
+        elif i.opcode in ELEMENTWISE or i.opcode == "reshape":
+            todo.extend(i.operands)
+    return streams
+
+
 def _root_index(b, root, core, multi):
     """The index of the fusion's output element that holds the core's element ``multi``. A
     reshape between the core and the root (a tail over ``reshape(dot)``, as reverse mode makes
@@ -465,10 +486,26 @@ def gemm_for_dot(kb, dot, root):
     def multi_of(b, bb, m, n):
         return delinearize(b, bb, bsizes) + delinearize(b, m, msizes) + delinearize(b, n, nsizes)
 
-    # (a plain dot calls the library routine, which does not pack A: no ``a_row_stride``)
-    plain = root is dot and dot_library_params(kb, dot) is not None
     return G.Gemm(dtype, batch, M, N, 1, K, a_row, a_stride, b_elem, _tail_fn(kb, root, dot, multi_of),
-                  kb.threads, a_row_stride=None if plain else _merged_stride(lhs, lf))
+                  kb.threads, a_row_stride=_merged_stride(lhs, lf),
+                  tail_streams=_tail_streams(kb, root, dot))
+
+
+#: a dot with a fused tail whose operands are kernel arguments calls the library routine with
+#: the tail as a function (``emit_library_dot``) instead of a GEMM kernel of its own, when an
+#: operand is read transposed (``library_tail_pays``)
+LIBRARY_TAILS = True
+
+
+def library_tail_pays(p) -> bool:
+    """Whether a dot with a fused tail should call the library routine (``emit_library_dot``)
+    rather than get a GEMM kernel specialised to its shapes: when an operand is read
+    transposed -- the lhs down its columns (a weight gradient ``x.T @ g``: packed the same
+    way by both) or the rhs across its rows (an input gradient ``g @ w.T``: the routine's
+    16x16 register transposes pack it 8% faster) -- and so in every backward-pass dot. A
+    forward dot with a tail (``relu(x @ w + b)``) ran 2-3% faster specialised (constant loop
+    bounds), measured one thread, interleaved, so it keeps its kernel."""
+    return p.a_k != 1 or p.b_n != 1
 
 
 def dot_library_params(kb, dot):
@@ -489,13 +526,89 @@ def dot_library_params(kb, dot):
     return DL.Params(dims(lhs, lf), dims(rhs, rf), dims(lhs, lc), *strides, batch)
 
 
-def emit_library_dot(kb: _KernelBuilder, g: G.Gemm, params, dot):
-    """A plain dot: one call of the precompiled GEMM routine (``dot_library.py``)."""
+def emit_library_dot(kb: _KernelBuilder, g: G.Gemm, params, dot, root=None):
+    """A dot: one call of the precompiled GEMM routine (``dot_library.py``), passing it the
+    kernel's fused tail (``root`` above the dot) as a small function of its own."""
     kb.kernel.strategy = "gemm-library"
     kb.kernel.units = g.units
     kb.kernel.cost_ns = g.flops * _NS_PER_FLOP
     lhs, rhs = dot.operands
-    DL.emit_call(kb.builder, g, params, kb.buffers[lhs], kb.buffers[rhs], kb.out, kb.lo, kb.hi)
+    tail = ctx = None
+    if root is not None and root is not dot:
+        tail = _emit_tail_function(kb, g, root, dot)
+        # the tail reads the kernel's own arguments: passed through the routine as one array
+        args = kb.fn.args[:-2]
+        ctx = kb.alloca(T.PTR, "tail_ctx", len(args))
+        for k, a in enumerate(args):
+            kb.builder.store(a, kb.builder.gep(ctx, [T.i64(k)], inbounds=True, source_etype=T.PTR))
+    DL.emit_call(kb.builder, g, params, kb.buffers[lhs], kb.buffers[rhs], kb.out, kb.lo, kb.hi, tail, ctx)
+
+
+def _emit_tail_function(kb: _KernelBuilder, g: G.Gemm, root, core) -> ir.Function:
+    """``tail(ctx, bb, m0, mr, j0, width, phase)`` (``dot_library.TAIL_TYPE``) of the kernel
+    being built: phase 0 prefetches the tile's rows of the tail's streams
+    (``Gemm.tail_streams``), phase 1 applies the tail (``g.tail``) to the finished tile of
+    ``out``. The elemental emitter runs on the tail function's builder, reading the kernel's
+    arguments from ``ctx`` (``[out, in0, ..., const0, ...]``)."""
+    module = kb.builder.module
+    fn = ir.Function(module, DL.TAIL_TYPE, name=f"{kb.fn.name}.tail")
+    args = kb.fn.args[:-2]
+    # The tail proper takes the kernel's pointers as ``noalias`` arguments (as the kernel
+    # does: loaded from ``ctx`` they could alias, and LLVM would version every loop on it).
+    inner = ir.Function(module, ir.FunctionType(ir.VoidType(), [T.PTR] * len(args) + [T.I64] * 6),
+                        name=f"{kb.fn.name}.tail_body")
+    for f in (fn, inner):
+        f.linkage = "internal"
+        f.attributes.add("nounwind")
+        f.attributes.add("noinline")  # (the denormal attribute goes on ``noinline nounwind`` defines)
+    if G.PREFER_VECTOR_WIDTH:
+        G.set_prefer_vector_width(inner, G.PREFER_VECTOR_WIDTH)
+    wb = ir.IRBuilder(fn.append_basic_block("entry"))
+    ctx = fn.args[0]
+    loaded = [wb.load(wb.gep(ctx, [T.i64(k)], inbounds=True, source_etype=T.PTR), typ=T.PTR) for k in range(len(args))]
+    wb.call(inner, loaded + list(fn.args[1:]))
+    wb.ret_void()
+    ptrs = inner.args[:len(args)]
+    for a in ptrs:
+        a.add_attribute("noalias")
+    bb, m0, mr, j0, width, phase = inner.args[len(args):]
+    entry = inner.append_basic_block("entry")
+    body = inner.append_basic_block("body")
+    b = ir.IRBuilder(body)
+    position = {id(a): k for k, a in enumerate(args)}
+    saved = kb.builder, kb.buffers, kb.out, kb._entry, g.tail_streams
+    kb.builder, kb._entry = b, entry
+    kb.buffers = {leaf: ptrs[position[id(ptr)]] for leaf, ptr in kb.buffers.items()}
+    kb.out = ptrs[0]
+    try:
+        streams = _tail_streams(kb, root, core)
+        dtype = core.shape.dtype
+        with b.if_else(b.icmp_unsigned("==", phase, T.i64(0))) as (then, otherwise):
+            with then:
+                if G.TAIL_PREFETCH and streams:
+                    start = b.add(b.mul(b.add(b.mul(bb, T.i64(g.M)), m0), T.i64(g.N)), j0)
+                    with for_loop(b, 0, mr, "tpr") as r:
+                        for base, ety, item in streams:
+                            row = b.gep(base, [b.add(start, b.mul(r, T.i64(g.N)))], source_etype=ety)
+                            with for_loop(b, 0, width, "tpn", step=max(1, 64 // item)) as n:
+                                b.call(G._prefetch_fn(b.module), [b.gep(row, [n], source_etype=ety),
+                                                                   ir.Constant(ir.IntType(32), 0),
+                                                                   ir.Constant(ir.IntType(32), 3),
+                                                                   ir.Constant(ir.IntType(32), 1)])
+            with otherwise:
+                with for_loop(b, 0, mr, "tr") as r:
+                    m = b.add(m0, r)
+                    row_start = b.mul(b.add(b.mul(bb, T.i64(g.M)), m), T.i64(g.N))
+                    with for_loop(b, 0, width, "tn") as n:
+                        nn = b.add(j0, n)
+                        at = b.add(row_start, nn)
+                        value = g.tail(b, bb, m, nn, T.load_element(b, kb.out, dtype, at))
+                        T.store_element(b, value, kb.out, dtype, at)
+        b.ret_void()
+    finally:
+        kb.builder, kb.buffers, kb.out, kb._entry, g.tail_streams = saved
+    ir.IRBuilder(entry).branch(body)
+    return fn
 
 
 def gemm_for_convolution(kb, conv, root):
@@ -561,7 +674,8 @@ def gemm_for_convolution(kb, conv, root):
         multi[rank - 1] = n
         return multi
 
-    return G.Gemm(dtype, 1, M, N, Tn, C, a_row, 1, b_elem, _tail_fn(kb, root, conv, multi_of), kb.threads)
+    return G.Gemm(dtype, 1, M, N, Tn, C, a_row, 1, b_elem, _tail_fn(kb, root, conv, multi_of), kb.threads,
+                  tail_streams=_tail_streams(kb, root, conv))
 
 
 def emit_gemm(kb: _KernelBuilder, g: G.Gemm):
@@ -793,16 +907,65 @@ def _emit_body(kb: _KernelBuilder, root):
             return
         g = gemm_for_dot(kb, core, root)
         if g is not None:
-            params = dot_library_params(kb, core) if root is core else None
+            params = dot_library_params(kb, core) if root is core or LIBRARY_TAILS else None
+            if params is not None and root is not core and not library_tail_pays(params):
+                params = None
             if params is not None:
-                emit_library_dot(kb, g, params, core)
+                emit_library_dot(kb, g, params, core, root)
             else:
                 emit_gemm(kb, g)
             return
         if dot_row_strategy_ok(core):
             emit_dot(kb, core, root)
             return
+    red = _reduce_with_tail(kb, root)
+    if red is not None:
+        emit_reduce_with_tail(kb, red, root)
+        return
     emit_loop(kb, root)
+
+
+def _reduce_with_tail(kb, root):
+    """The column ``reduce`` under an elementwise ``root`` of its shape (the bias update
+    ``b - lr * sum(g, axis=0)`` of a training step), or None.
+
+    Emitted as a loop, each output element would compute its whole column, reading the
+    operand a row apart (on the MLP's 256x1024 bias gradients ~2 GB/s); as a reduce kernel
+    (``emit_reduce``: rows added into a row of accumulators) then the tail over its output,
+    it streams the operand. Only when the reduce leads with a reduced dim (one unit: the tail
+    runs after the whole reduction) and no operand is read through ``out``."""
+    if root.opcode not in ELEMENTWISE or any(ptr is kb.out for ptr in kb.buffers.values()):
+        return None
+    expr = [i for i in _expression(root, kb.buffers) if i not in kb.buffers]
+    reds = [i for i in expr if i.opcode == "reduce"]
+    if len(reds) != 1 or reds[0].shape.dims != root.shape.dims or reds[0].shape.dtype != root.shape.dtype:
+        return None
+    red = reds[0]
+    operand, init, reduced, kept = E.reduce_parts(red)
+    if 0 not in reduced or not kept or red.shape.dtype not in (np.float32, np.float64):
+        return None
+    depends = {red}
+    for i in expr:  # topological order
+        if i is not red and any(o in depends for o in i.operands):
+            if i.opcode not in ELEMENTWISE or i.shape.dims != red.shape.dims:
+                return None
+            depends.add(i)
+    return red
+
+
+def emit_reduce_with_tail(kb: _KernelBuilder, red, root):
+    """``out = reduce(...)`` (``emit_reduce``, one unit), then ``out[i] = root[i]`` with the
+    reduce's value read back from ``out[i]``."""
+    emit_reduce(kb, red)
+    b = kb.builder
+    dims = root.shape.dims
+    dtype = root.shape.dtype
+    kb.kernel.strategy = "reduce"
+    with if_then(b, b.icmp_signed("<", kb.lo, kb.hi), "tail"):
+        with for_loop(b, 0, math.prod(dims), "t") as i:
+            index = Index(b, dims, linear=i)
+            acc = T.load_element(b, kb.out, dtype, i)
+            T.store_element(b, kb.emitter(values={red: acc}).emit(root, index), kb.out, dtype, i)
 
 
 def _find_core(kb, root):
