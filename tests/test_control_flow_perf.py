@@ -16,7 +16,7 @@ from minixla import lax
 
 def _jax_value(f, *args):
     with jax.disable_jit():  # (jax arrays: NumPy's own arithmetic keeps subnormals)
-        return np.asarray(f(*[jnp.asarray(a) for a in args]))
+        return jax.tree.map(np.asarray, f(*[jnp.asarray(a) for a in args]))
 
 
 def test_small_loop_kernels_are_inlined_and_flush_denormals_as_jax():
@@ -74,3 +74,56 @@ def test_loop_program_is_written_to_and_read_from_the_persistent_cache(tmp_path)
     expected = _jax_value(lambda x: jax.lax.fori_loop(
         0, 9, lambda i, c: c * 0.5 + jax.lax.cond(i > 4, lambda: 1.0, lambda: 0.25), x), x)
     np.testing.assert_array_equal(again(x), expected)
+
+
+def _rnn(L, np_, reverse=False, length=None):
+    def run(W, U, h0, xs):
+        def cell(h, x):
+            h = np_.tanh(h @ W + x @ U)
+            return h, h.sum()
+        return L.scan(cell, h0, xs, reverse=reverse, length=length)
+    return run
+
+
+def _rnn_args(T=6, B=3, H=5, K=4):
+    r = np.random.default_rng(1)
+    return ((r.standard_normal((H, H)) * 0.4).astype(np.float32), (r.standard_normal((K, H)) * 0.4).astype(np.float32),
+            r.standard_normal((B, H)).astype(np.float32), r.standard_normal((T, B, K)).astype(np.float32))
+
+
+def _split(text):
+    entry = text.index("ENTRY")
+    return text[:entry], text[entry:]
+
+
+def test_input_projection_dot_is_hoisted_out_of_the_scan():
+    # x_t @ U depends only on xs and U: one [T*B, K] x [K, H] dot before the loop; h @ W stays
+    args = _rnn_args()
+    for reverse in (False, True):
+        body, entry = _split(minixla.jit(_rnn(lax, minixla.numpy, reverse)).lower(*args).compile().as_text())
+        assert "f32[18,5]{1,0} dot(" in entry, entry  # 6 steps x batch 3
+        assert body.count(" dot(") == 1, body
+        want = _jax_value(_rnn(jax.lax, jnp, reverse), *args)
+        for backend in ("llvm", "jax"):
+            got = minixla.jit(_rnn(lax, minixla.numpy, reverse), backend=backend)(*args)
+            for g, w in zip(got, want):
+                np.testing.assert_allclose(g, w, rtol=2e-6, atol=2e-6)
+    # grad through the scan: the forward and the backward loop's recomputation are hoisted alike
+    loss = lambda np_, L: lambda W, U, h0, xs: (_rnn(L, np_)(W, U, h0, xs)[0] ** 2).sum()  # noqa: E731
+    g = minixla.jit(minixla.grad(loss(minixla.numpy, lax), argnums=(0, 1)))(*args)
+    with jax.disable_jit():
+        want = jax.grad(loss(jnp, jax.lax), argnums=(0, 1))(*[jnp.asarray(a) for a in args])
+    for a, b in zip(g, want):
+        np.testing.assert_allclose(a, np.asarray(b), rtol=1e-5, atol=1e-5)
+
+
+def test_dot_is_not_hoisted_when_the_loop_uses_fewer_steps_than_xs_has():
+    # a while over the first 2 of 6 rows: hoisting would compute 4 rows for nothing
+    def f(W, U, h0, xs):
+        return lax.fori_loop(0, 2, lambda i, h: minixla.numpy.tanh(h @ W + xs[i] @ U), h0)
+    body, entry = _split(minixla.jit(f).lower(*_rnn_args()).compile().as_text())
+    assert " dot(" not in entry and body.count(" dot(") == 2
+
+    def g(W, U, h0, xs):
+        return jax.lax.fori_loop(0, 2, lambda i, h: jnp.tanh(h @ W + xs[i] @ U), h0)
+    np.testing.assert_allclose(minixla.jit(f)(*_rnn_args()), _jax_value(g, *_rnn_args()), rtol=2e-6, atol=2e-6)
