@@ -73,10 +73,11 @@ def loop_passes() -> list:
     from minixla.passes.conditional_simplifier import ConditionalSimplifier
     from minixla.passes.tuple_simplifier import TupleSimplifier
     from minixla.passes.while_loop_constant_sinking import WhileLoopConstantSinking
+    from minixla.passes.while_loop_dot_hoisting import WhileLoopDotHoisting
     from minixla.passes.while_loop_invariant_code_motion import WhileLoopInvariantCodeMotion
     from minixla.passes.while_loop_simplifier import WhileLoopSimplifier
     return [TupleSimplifier(), ConditionalSimplifier(), WhileLoopConstantSinking(), WhileLoopSimplifier(),
-            WhileLoopInvariantCodeMotion()]
+            WhileLoopInvariantCodeMotion(), WhileLoopDotHoisting()]
 
 
 def optimization_pipeline(after_pass=None) -> PassPipeline:
@@ -84,7 +85,7 @@ def optimization_pipeline(after_pass=None) -> PassPipeline:
 
         simplify, to a fixed point (<= 25 rounds): cse, constant-folding, algebraic-simplifier,
             tuple-simplifier, conditional-simplifier, while-loop-constant-sinking,
-            while-loop-simplifier, while-loop-invariant-code-motion, dce
+            while-loop-simplifier, while-loop-invariant-code-motion, while-loop-dot-hoisting, dce
         transpose-folding, conv-canonicalization, dce
         fusion
         dce

@@ -67,6 +67,9 @@ def bcast(name, value, dtype="f32", dims="8"):
             f"  %{name} = {dtype}[{dims}] broadcast(%{name}_c), dimensions={{}}")
 
 
+_DOT = ("  %d = f32[2,4] dot(%p0, %p1), lhs_batch_dims={}, lhs_contracting_dims={1}, rhs_batch_dims={}, "
+        "rhs_contracting_dims={0}")
+
 # (id, HLO body, params, result, fires?, CHECK lines)
 CASES = [
     # A1: x + (-0.0) -> x for floats; x + 0.0 must stay (-0.0 + 0.0 = +0.0).
@@ -202,6 +205,13 @@ CASES = [
      "CHECK: %[[M:.*]] = f32[] multiply(%p0, %p1)\nCHECK: ROOT {{.*}} = f32[8]{0} broadcast(%[[M]]), dimensions={}"),
     ("S6_not_sink_mixed", "  %a = f32[8] broadcast(%p0), dimensions={}\n  ROOT %r = f32[8] multiply(%a, %p1)",
      ("f32[]", "f32[8]"), None, False, "CHECK: ROOT %r = f32[8]{0} multiply(%a, %p1)"),
+    # S7: transpose(dot(a, b)) -> dot(b, a), when the transpose is the dot's only use
+    ("S7_transpose_of_dot", _DOT + "\n  ROOT %r = f32[4,2] transpose(%d), dimensions={1,0}", ("f32[2,3]", "f32[3,4]"),
+     "f32[4,2]", True, "CHECK-NOT: transpose\nCHECK: ROOT {{.*}} = f32[4,2]{1,0} dot(%p1, %p0), lhs_batch_dims={}, "
+     "lhs_contracting_dims={0}, rhs_batch_dims={}, rhs_contracting_dims={1}"),
+    ("S7_not_transpose_of_shared_dot", _DOT + "\n  %t = f32[4,2] transpose(%d), dimensions={1,0}\n"
+     "  %m = f32[4,2] reshape(%d)\n  ROOT %r = f32[4,2] add(%t, %m)", ("f32[2,3]", "f32[3,4]"), "f32[4,2]", False,
+     "CHECK: transpose(%d)"),
 ]
 
 
@@ -217,12 +227,12 @@ def test_rule(case):
 def test_every_rule_has_positive_and_negative_case():
     ids = [c[0] for c in CASES]
     for rule in ["A1", "A2", "A3", "A4", "A5", "A6", "A7", "A8", "A9", "A10", "A11", "A12",
-                 "S1", "S2", "S3", "S4", "S5", "S6"]:
+                 "S1", "S2", "S3", "S4", "S5", "S6", "S7"]:
         pos = [i for i in ids if i.startswith(rule + "_") and "_not_" not in i]
         assert pos, rule
     negatives = {c[0].split("_")[0] for c in CASES if "_not_" in c[0]}
     assert negatives >= {"A1", "A2", "A3", "A4", "A5", "A6", "A7", "A8", "A9", "A10", "A11", "A12",
-                         "S1", "S2", "S3", "S4", "S5", "S6"}
+                         "S1", "S2", "S3", "S4", "S5", "S6", "S7"}
 
 
 def test_chain_collapses_in_one_run():

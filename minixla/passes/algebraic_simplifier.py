@@ -56,6 +56,10 @@ Shapes (data movement only, so exact for every value)
   S6  an elementwise op whose operands are all broadcasts of scalars -> broadcast of the op on
       the scalars (each output element is that op on the same scalars); this also lets
       constant folding fold it.
+  S7  transpose(dot(a, b)) by (1, 0) of a 2-D dot without batch dims, its only use ->
+      dot(b, a) (contracting dims swapped): each element is the same sum of the same
+      products, and the GEMM writes the transposed result directly instead of a later kernel
+      reading it with a stride (a backward scan's weight gradient, ``h^T @ dz``).
 
 Not rules here, on purpose: x*0 -> 0, x-x -> 0, x/x -> 1, x+0.0 -> x for floats,
 log(exp(x)) -> x, float re-association (a+b)+c -> a+(b+c) (different rounding and overflow).
@@ -146,6 +150,8 @@ class AlgebraicSimplifier(HloPass):
 
     def _run_on(self, module, comp) -> bool:
         self.module = module
+        self.users = comp.users()  # (as the sweep starts: S7 asks whether a dot has one use)
+        self.root = comp.root
         self.out = []
         mapping: dict = {}
         for instr in comp.instructions:
@@ -269,6 +275,13 @@ class AlgebraicSimplifier(HloPass):
             if composed == tuple(range(len(composed))):
                 return x.operands[0]
             return self._emit("transpose", instr.shape, [x.operands[0]], instr, dimensions=composed)
+        if (x.opcode == "dot" and perm == (1, 0) and not x.attrs["lhs_batch_dims"]
+                and x.operands[0].shape.rank == 2 and x.operands[1].shape.rank == 2
+                and len(self.users.get(x, ())) == 1 and x is not self.root):  # S7
+            a, b = x.operands
+            attrs = dict(x.attrs, lhs_contracting_dims=tuple(x.attrs["rhs_contracting_dims"]),
+                         rhs_contracting_dims=tuple(x.attrs["lhs_contracting_dims"]))
+            return self._emit("dot", instr.shape, [b, a], x, **attrs)
         return self._of_scalar_broadcast(instr)  # S5
 
     def slice(self, instr):

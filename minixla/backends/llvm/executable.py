@@ -463,6 +463,18 @@ def _kernel_text(kmod: ir.Module) -> str:
     return text
 
 
+def _main_text(module: ir.Module) -> str:
+    """The calling code's IR text. It may define the small kernels of loop bodies (see
+    ``make_inline_kernel``): their loop IDs are made distinct as a kernel module's, and every
+    function gets the kernels' denormal attribute (LLVM inlines only between functions that
+    agree on it; the calling code itself does no arithmetic)."""
+    text = with_loop_ids(str(module))
+    if FLUSH_DENORMALS:
+        text = re.sub(r"^(define [^\n]*\) )((?:[a-z]+ )*nounwind(?: [a-z]+)*)\n\{",
+                      lambda m: f"{m.group(1)}{m.group(2)} {DENORMAL_ATTRIBUTE}\n{{", text, flags=re.M)
+    return text
+
+
 def compile_module(module, assignment, num_threads: int | None = None,
                    num_partitions: int = 1) -> LlvmExecutable:
     """Compile ``module`` (an optimized HloModule) with buffer ``assignment`` for the host CPU.
@@ -504,7 +516,24 @@ def compile_module(module, assignment, num_threads: int | None = None,
         kernel.symbol = register(kmod)
         return kernel
 
-    control = ControlContext(make_kernel, assignment.arena_size, register, num_partitions)
+    inlined = []
+
+    def make_inline_kernel(instr, in_place):
+        # A small kernel of a loop body or branch, defined in the calling code itself, where
+        # LLVM inlines it into the loop (control_flow.py): no call, no MXCSR read per iteration.
+        name = f"minixla.inline{next(count)}"
+        kernel = emit_kernel(llvm_module, instr, name, in_place=in_place, threads=1, set_fp_mode=False)
+        fn = llvm_module.globals[name]
+        fn.attributes.discard("noinline")
+        fn.attributes.add("alwaysinline")
+        fn.linkage = "internal"
+        kernel.name = _kernel_name(next(count), instr)
+        kernel.symbol = name
+        inlined.append(name)
+        return kernel
+
+    control = ControlContext(make_kernel, assignment.arena_size, register, num_partitions,
+                             make_inline_kernel=make_inline_kernel)
     for instr in module.entry.instructions:
         if instr.opcode in _NO_KERNEL:
             continue
@@ -517,11 +546,13 @@ def compile_module(module, assignment, num_threads: int | None = None,
     plan = _Plan(kernels, assignment, pool.size, control.constants)
     steps, thunks = plan.emit(llvm_module)
     names = sorted({name for _, name, _ in steps} | set(thunks))
-    main = str(llvm_module)
+    main = _main_text(llvm_module)
     split.finish()
     local = [text for symbol, text in new_kernels.items() if symbol not in split.remote]
     def build():
-        j = JitModule(main, names + list(new_kernels), local, objects=split.objects())
+        # (the calling code needs LLVM's optimizer when kernels are linked or defined in it)
+        j = JitModule(main, names + list(new_kernels), local, objects=split.objects(),
+                      optimize=True if inlined else None)
         # The cached kernels it links to: keeps their code alive, and a dump appends their IR.
         # (Set only here: on a program hit ``used`` names the JitModule's own kernels, which
         # a dump would then print twice.)

@@ -116,7 +116,7 @@ class _KernelBuilder:
     """Creates the function and maps the computed expression's leaves to its arguments."""
 
     def __init__(self, module: ir.Module, kernel: Kernel, leaves: list, fused_constants: list,
-                 threads: int = 1):
+                 threads: int = 1, set_fp_mode: bool = True):
         nargs = 1 + len(leaves) + len(fused_constants)
         fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [T.PTR] * nargs + [T.I64, T.I64]),
                          name=kernel.name)
@@ -132,7 +132,8 @@ class _KernelBuilder:
         # mem2reg promotes them to registers; the code starts in ``body``.
         self._entry = fn.append_basic_block("entry")
         self.builder = ir.IRBuilder(fn.append_basic_block("body"))
-        self._saved_fp_mode = _enter_flush_denormals(self.builder) if FLUSH_DENORMALS else None
+        self._saved_fp_mode = (enter_flush_denormals(self.builder, self.alloca)
+                               if FLUSH_DENORMALS and set_fp_mode else None)
         self.out = fn.args[0]
         self.lo, self.hi = fn.args[nargs], fn.args[nargs + 1]
         self.lo.name, self.hi.name = "lo", "hi"
@@ -163,7 +164,7 @@ class _KernelBuilder:
 
     def finish(self):
         if self._saved_fp_mode is not None:
-            _x86_mxcsr(self.builder, "ldmxcsr", self._saved_fp_mode)
+            exit_flush_denormals(self.builder, self._saved_fp_mode)
         self.builder.ret_void()
         ir.IRBuilder(self._entry).branch(self.fn.basic_blocks[1])
 
@@ -174,6 +175,10 @@ class _KernelBuilder:
 # gives ``1e-40 + 0 == 0``. To be bit-identical with it, each kernel sets those bits on entry
 # and restores the caller's MXCSR on exit (per kernel, so it also holds on worker threads).
 # The ``denormal-fp-math`` function attribute tells LLVM's constant folder the same thing.
+# Writing MXCSR (``ldmxcsr``) costs ~20 cycles and stalls the FP pipeline, so a kernel writes
+# it only when the bits are not set yet: a loop's driver (``control_flow.py``) sets them once
+# around the whole loop, and the kernels it calls every iteration then only read MXCSR
+# (measured: the two writes were a third of a small loop body's time).
 
 FLUSH_DENORMALS = llvm_binding.get_process_triple().startswith("x86_64")
 DENORMAL_ATTRIBUTE = '"denormal-fp-math"="preserve-sign,preserve-sign"'
@@ -188,13 +193,26 @@ def _x86_mxcsr(builder, op, slot):
     builder.call(fn, [slot])
 
 
-def _enter_flush_denormals(builder):
+def enter_flush_denormals(builder, alloca):
+    """Set MXCSR's FTZ and DAZ bits unless they are set already; ``alloca(type, name)`` makes
+    a stack slot in the function's entry block. Returns what ``exit_flush_denormals`` needs."""
     i32 = ir.IntType(32)
-    saved, mode = builder.alloca(i32, name="mxcsr.saved"), builder.alloca(i32, name="mxcsr.ftz")
+    saved, mode = alloca(i32, name="mxcsr.saved"), alloca(i32, name="mxcsr.ftz")
     _x86_mxcsr(builder, "stmxcsr", saved)
-    builder.store(builder.or_(builder.load(saved, typ=i32), ir.Constant(i32, _FTZ_DAZ)), mode)
-    _x86_mxcsr(builder, "ldmxcsr", mode)
-    return saved
+    old = builder.load(saved, typ=i32)
+    ftz = ir.Constant(i32, _FTZ_DAZ)
+    changed = builder.icmp_unsigned("!=", builder.and_(old, ftz), ftz, name="mxcsr.changed")
+    with if_then(builder, changed, "mxcsr.set"):
+        builder.store(builder.or_(old, ftz), mode)
+        _x86_mxcsr(builder, "ldmxcsr", mode)
+    return saved, changed
+
+
+def exit_flush_denormals(builder, state):
+    """Restore the MXCSR ``enter_flush_denormals`` changed (if it did)."""
+    saved, changed = state
+    with if_then(builder, changed, "mxcsr.restore"):
+        _x86_mxcsr(builder, "ldmxcsr", saved)
 
 
 # ---------------------------------------------------------------------------------------
@@ -827,7 +845,8 @@ def _array_constants(comp):
     return [i for i in comp.instructions if i.opcode == "constant" and i.shape.rank > 0]
 
 
-def emit_kernel(module: ir.Module, instr, name: str, in_place=(), threads: int = 1) -> Kernel:
+def emit_kernel(module: ir.Module, instr, name: str, in_place=(), threads: int = 1,
+                set_fp_mode: bool = True) -> Kernel:
     """Emit the kernel computing entry-level ``instr`` into ``module``.
 
     ``in_place``: operand positions whose buffer buffer assignment gave to the output (it proved
@@ -835,7 +854,8 @@ def emit_kernel(module: ir.Module, instr, name: str, in_place=(), threads: int =
     ``out`` pointer, so every pointer stays ``noalias``: no two arguments are used for the same bytes.
 
     ``threads`` is how many threads the executable will split big kernels over (a dot cuts
-    itself into enough units to keep them busy).
+    itself into enough units to keep them busy). ``set_fp_mode=False``: the caller runs it with
+    denormals flushed already (a kernel inlined into a loop's driver, ``control_flow.py``).
     Raises ``UnsupportedError`` (naming the opcode/dtype) for anything the backend cannot emit.
     """
     if instr.shape.is_tuple:
@@ -852,7 +872,7 @@ def emit_kernel(module: ir.Module, instr, name: str, in_place=(), threads: int =
         consts = _array_constants(comp)
         kernel = Kernel(name, instr, kind, [i.opcode for i in comp.instructions if i.opcode != "parameter"],
                         inputs=list(instr.operands), constants=[np.asarray(c.literal) for c in consts])
-        kb = _KernelBuilder(module, kernel, params, consts, threads)
+        kb = _KernelBuilder(module, kernel, params, consts, threads, set_fp_mode)
         _read_in_place_through_out(kb, kernel, [params[k] for k in in_place], [instr.operands[k] for k in in_place])
         _emit_body(kb, comp.root)
     else:
@@ -862,7 +882,7 @@ def emit_kernel(module: ir.Module, instr, name: str, in_place=(), threads: int =
             if o not in leaves and not (o.opcode == "constant" and o.shape.rank == 0):
                 leaves.append(o)
         kernel = Kernel(name, instr, instr.opcode, [instr.opcode], inputs=leaves)
-        kb = _KernelBuilder(module, kernel, leaves, [], threads)
+        kb = _KernelBuilder(module, kernel, leaves, [], threads, set_fp_mode)
         shared = [instr.operands[k] for k in in_place]
         _read_in_place_through_out(kb, kernel, shared, shared)
         _emit_body(kb, instr)

@@ -1,0 +1,129 @@
+"""How loops run on the LLVM backend (issue 15's performance levers), checked for values.
+
+- Small kernels of loop bodies, conditions and branches are defined in the calling code and
+  inlined into the loop (``control_flow.inline_in_driver``); they rely on the driver having
+  set MXCSR's flush-to-zero bits, so denormals must still flush as in JAX, and the caller's
+  MXCSR must come back unchanged.
+- ``benchmarks/control_flow.py --fast`` runs and agrees with JAX.
+"""
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import minixla
+from minixla import lax
+
+
+def _jax_value(f, *args):
+    with jax.disable_jit():  # (jax arrays: NumPy's own arithmetic keeps subnormals)
+        return jax.tree.map(np.asarray, f(*[jnp.asarray(a) for a in args]))
+
+
+def test_small_loop_kernels_are_inlined_and_flush_denormals_as_jax():
+    # c * 0.5 leaves the normal range on the 3rd trip: XLA:CPU flushes it to 0 (FTZ/DAZ)
+    def loop(c):
+        return lax.fori_loop(0, 4, lambda i, c: c * 0.5 + c * 0.0, c)
+
+    def branch(p, x):
+        return lax.cond(p, lambda x: x * 0.25, lambda x: x * 4.0, x)
+
+    def jloop(c):
+        return jax.lax.fori_loop(0, 4, lambda i, c: c * 0.5 + c * 0.0, c)
+
+    def jbranch(p, x):
+        return jax.lax.cond(p, lambda x: x * 0.25, lambda x: x * 4.0, x)
+
+    c = np.full(8, 4e-38, np.float32)
+    fl = minixla.jit(loop)
+    np.testing.assert_array_equal(fl(c), _jax_value(jloop, c))
+    assert float(np.asarray(fl(c))[0]) == 0.0
+    x = np.full(8, 2e-38, np.float32)
+    np.testing.assert_array_equal(minixla.jit(branch)(True, x), _jax_value(jbranch, True, x))
+    np.testing.assert_array_equal(minixla.jit(branch)(False, x), _jax_value(jbranch, False, x))
+    # the caller's floating-point mode is back: NumPy still computes subnormals
+    assert np.float32(4e-38) * np.float32(0.5) != 0
+    # the loop's kernels are defined in the calling code and no call of them is left
+    exe = fl.lower(c).compile().executable
+    assert "minixla.inline" in exe.llvm_ir
+    step = exe._jit.function_ir("minixla.seq0")
+    assert "call void @minixla.inline" not in step and "@minixla_k_" not in step, step
+
+
+def test_control_flow_benchmark_runs_fast():
+    from benchmarks import control_flow
+    out = control_flow.main(["--fast"])
+    assert {r["name"] for r in out["rows"]} == {"rnn_scan", "rnn_grad", "fori_100"}
+    for row in out["rows"]:
+        assert row["max_abs_diff"] < 1e-4, row
+        assert row["ratio"] > 0 and row["cpu_ratio"] > 0
+    assert out["compile_short_ms"] > 0 and out["compile_long_ms"] > 0
+
+
+def test_loop_program_is_written_to_and_read_from_the_persistent_cache(tmp_path):
+    # (was: "cannot serialize": the loop's compile context held closures)
+    from minixla import cache as pc
+    def f(x):
+        return lax.fori_loop(0, 9, lambda i, c: c * 0.5 + lax.cond(i > 4, lambda: 1.0, lambda: 0.25), x)
+    x = np.ones(4, np.float32)
+    with minixla.config.override(minixla_compilation_cache_dir=str(tmp_path / "cache"),
+                                 minixla_persistent_cache_min_compile_time_secs=0.0):
+        first = minixla.jit(f).lower(x).compile()
+        again = minixla.jit(f).lower(x).compile()
+    pc.enable_jax_cache()  # (JAX's own settings back)
+    assert not first.persistent_cache_hit and again.persistent_cache_hit
+    expected = _jax_value(lambda x: jax.lax.fori_loop(
+        0, 9, lambda i, c: c * 0.5 + jax.lax.cond(i > 4, lambda: 1.0, lambda: 0.25), x), x)
+    np.testing.assert_array_equal(again(x), expected)
+
+
+def _rnn(L, np_, reverse=False, length=None):
+    def run(W, U, h0, xs):
+        def cell(h, x):
+            h = np_.tanh(h @ W + x @ U)
+            return h, h.sum()
+        return L.scan(cell, h0, xs, reverse=reverse, length=length)
+    return run
+
+
+def _rnn_args(T=6, B=3, H=5, K=4):
+    r = np.random.default_rng(1)
+    return ((r.standard_normal((H, H)) * 0.4).astype(np.float32), (r.standard_normal((K, H)) * 0.4).astype(np.float32),
+            r.standard_normal((B, H)).astype(np.float32), r.standard_normal((T, B, K)).astype(np.float32))
+
+
+def _split(text):
+    entry = text.index("ENTRY")
+    return text[:entry], text[entry:]
+
+
+def test_input_projection_dot_is_hoisted_out_of_the_scan():
+    # x_t @ U depends only on xs and U: one [T*B, K] x [K, H] dot before the loop; h @ W stays
+    args = _rnn_args()
+    for reverse in (False, True):
+        body, entry = _split(minixla.jit(_rnn(lax, minixla.numpy, reverse)).lower(*args).compile().as_text())
+        assert "f32[18,5]{1,0} dot(" in entry, entry  # 6 steps x batch 3
+        assert body.count(" dot(") == 1, body
+        want = _jax_value(_rnn(jax.lax, jnp, reverse), *args)
+        for backend in ("llvm", "jax"):
+            got = minixla.jit(_rnn(lax, minixla.numpy, reverse), backend=backend)(*args)
+            for g, w in zip(got, want):
+                np.testing.assert_allclose(g, w, rtol=2e-6, atol=2e-6)
+    # grad through the scan: the forward and the backward loop's recomputation are hoisted alike
+    loss = lambda np_, L: lambda W, U, h0, xs: (_rnn(L, np_)(W, U, h0, xs)[0] ** 2).sum()  # noqa: E731
+    g = minixla.jit(minixla.grad(loss(minixla.numpy, lax), argnums=(0, 1)))(*args)
+    with jax.disable_jit():
+        want = jax.grad(loss(jnp, jax.lax), argnums=(0, 1))(*[jnp.asarray(a) for a in args])
+    for a, b in zip(g, want):
+        np.testing.assert_allclose(a, np.asarray(b), rtol=1e-5, atol=1e-5)
+
+
+def test_dot_is_not_hoisted_when_the_loop_uses_fewer_steps_than_xs_has():
+    # a while over the first 2 of 6 rows: hoisting would compute 4 rows for nothing
+    def f(W, U, h0, xs):
+        return lax.fori_loop(0, 2, lambda i, h: minixla.numpy.tanh(h @ W + xs[i] @ U), h0)
+    body, entry = _split(minixla.jit(f).lower(*_rnn_args()).compile().as_text())
+    assert " dot(" not in entry and body.count(" dot(") == 2
+
+    def g(W, U, h0, xs):
+        return jax.lax.fori_loop(0, 2, lambda i, h: jnp.tanh(h @ W + xs[i] @ U), h0)
+    np.testing.assert_allclose(minixla.jit(f)(*_rnn_args()), _jax_value(g, *_rnn_args()), rtol=2e-6, atol=2e-6)
