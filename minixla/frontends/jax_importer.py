@@ -79,10 +79,6 @@ UNSUPPORTED = {
        for p in ("rng_bit_generator", "rng_uniform")},
     "random_gamma": "no minixla primitive yet (jax.random.gamma/beta/dirichlet: a rejection-sampling loop)",
     **{p: "bit counting: lands with the bitwise/shift primitives" for p in ("population_count", "clz")},
-    "reduce": "a user-defined reduction: minixla has the monoid reductions only (reduce_sum/max/...)",
-    "reduce_window": "a user-defined window reduction: minixla has reduce_window_sum/max/min",
-    "select_and_gather_add": "the JVP of max pooling: compute the gradient with minixla.grad instead",
-    "select_and_scatter_add": "the gradient of max pooling: compute it with minixla.grad instead",
     **{p: "complex numbers: minixla has no complex dtypes" for p in ("complex", "conj", "real", "imag", "fft")},
     **{p: "no minixla primitive yet (JAX eager's values come from XLA's own expansion of it, which "
           "a minixla composition would not match bit for bit)"
@@ -256,7 +252,11 @@ def _eval(jaxpr, consts, args, env, outer, stack):
         stack[-1] = _Where(eqn, outer)
         try:
             out = rule(*invals, **eqn.params)
-        except (UnsupportedJaxPrimitiveError, ImportRuleError):
+        except UnsupportedJaxPrimitiveError as e:
+            if "\n  at: " in e.args[0]:
+                raise
+            raise type(e)(f"{e.args[0]}\n  at: {_user_line(eqn, outer)}") from None
+        except ImportRuleError:
             raise
         except errors.MinixlaError as e:
             raise type(e)(f"importing jax primitive '{name}': {e.args[0]}\n  at: {_user_line(eqn, outer)}") from None
@@ -698,3 +698,4 @@ import_rules.update({
 
 from minixla.frontends import jax_control_flow  # noqa: E402,F401 (cond, while, scan, top_k)
 from minixla.frontends import jax_random  # noqa: E402,F401 (jax.random's keys and bits)
+from minixla.frontends import jax_windows  # noqa: E402,F401 (pooling derivatives, reduce bodies)
