@@ -50,6 +50,15 @@ def _mlp_step(params, x, y):
     return jax.tree.map(lambda p, g: p - 0.05 * g, params, grads), loss
 
 
+def _init_and_train(seed, x, y):
+    # the whole script inside the imported function: jax.random init (split, normal), then two
+    # steps of SGD with jax.value_and_grad
+    params = _mlp_init(jax.random.key(seed), (16, 32, 10))
+    params, loss0 = _mlp_step(params, x, y)
+    params, loss1 = _mlp_step(params, x, y)
+    return params, loss0, loss1
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_mlp_training_step_with_jax_grad(backend):
     key = jax.random.key(0)
@@ -65,6 +74,11 @@ def test_mlp_training_step_with_jax_grad(backend):
         (p_m, loss_m), (p_j, loss_j) = step(p_m, x, y), jax.jit(_mlp_step)(p_j, x, y)
     np.testing.assert_allclose(loss_m, loss_j, rtol=1e-5)
     assert loss_m < want[1]
+    # jax.random init inside: the initial parameters are jax.random's bits, so the training
+    # matches jax.jit's as closely as the step alone does
+    got = minixla.jit(_init_and_train, frontend="jax", backend=backend)(np.int32(3), x, y)
+    assert_tree_close(got, jax.jit(_init_and_train)(3, x, y))
+    assert got[2] < got[1]
 
 
 def _layernorm(x, g, b, eps=1e-5):

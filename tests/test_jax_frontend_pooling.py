@@ -107,6 +107,14 @@ def test_resnet_block_with_pooling(backend):
     assert {"reduce_window_max", "reduce_window_sum", "conv_general_dilated"} <= names
     got = minixla.jit(_resnet_block, frontend="jax", backend=backend)(p, x)
     np.testing.assert_allclose(got, jax.jit(_resnet_block)(p, x), rtol=2e-5, atol=2e-6)
+    # its training gradient taken inside: jax.grad through max pooling binds select_and_scatter_add
+    loss = lambda p, x: jnp.sum(jnp.tanh(_resnet_block(p, x)))  # noqa: E731
+    value_and_grad = jax.value_and_grad(loss)
+    assert "select_and_scatter_add" in {e.primitive.name for e in jax.make_jaxpr(value_and_grad)(p, x).eqns}
+    got = minixla.jit(value_and_grad, frontend="jax", backend=backend)(p, x)
+    want = jax.jit(value_and_grad)(p, x)
+    for g, w in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
+        np.testing.assert_allclose(g, w, rtol=2e-4, atol=2e-5)
 
 
 # ---------------------------------------------------------------------------------------
