@@ -41,7 +41,7 @@ from jax.extend import core as jcore
 
 from minixla import lax
 from minixla.core import errors
-from minixla.core.avals import ShapedArray, WeakScalar, canonicalize_dtype
+from minixla.core.avals import ShapedArray, WeakScalar, canonicalize_dtype, get_aval
 from minixla.core.jaxpr import SourceInfo
 from minixla.core.primitive import registry
 from minixla.core.tracing import Tracer, current_jaxpr_trace, trace_to_jaxpr
@@ -246,8 +246,10 @@ def _eval(jaxpr, consts, args, env, outer, stack):
             raise UnsupportedJaxPrimitiveError(
                 f"jax primitive '{name}' cannot be imported by minixla's JAX front end: {why}\n"
                 f"  at: {_user_line(eqn, outer)}")
-        in_ids = {x.jaxpr_var.id for x in invals if type(x) is Tracer}
         trace = current_jaxpr_trace()
+        if trace is not None and name in _STAGED and invals and all(type(x) in _CONSTANT for x in invals):
+            invals[0] = _stage(trace, invals[0])
+        in_ids = {x.jaxpr_var.id for x in invals if type(x) is Tracer}
         n0 = len(trace.eqns) if trace is not None else 0
         stack[-1] = _Where(eqn, outer)
         try:
@@ -272,6 +274,28 @@ def _eval(jaxpr, consts, args, env, outer, stack):
             for e in trace.eqns[n0:]:
                 e.source_info = src or e.source_info
     return [read(a) for a in jaxpr.outvars]
+
+
+#: cheap primitives whose equations of constant operands are staged into the program (as JAX
+#: stages every equation) rather than computed while importing: minixla computes a constant
+#: equation eagerly with JAX, one XLA compile per op and shape -- dozens for a
+#: ``jax.random.randint`` of a constant key -- where the program's constant folding and fusion
+#: do it for free
+_STAGED = {"broadcast_in_dim", "convert_element_type", "reshape", "squeeze", "select_n", "add", "sub",
+           "mul", "div", "rem", "max", "min", "neg", "and", "or", "xor", "not", "eq", "ne", "lt", "le",
+           "gt", "ge", "bitcast_convert_type", "shift_left", "shift_right_logical",
+           "shift_right_arithmetic", "erf", "concatenate", "slice", "transpose", "iota"}
+_CONSTANT = (np.ndarray, WeakScalar, *{type(np.dtype(t).type(0)) for t in np.typecodes["All"] if t not in "OSUVMm"})
+
+
+def _stage(trace, x):
+    """A constant as a tracer of ``trace`` (a constvar; a weakly typed scalar stays weak)."""
+    if isinstance(x, WeakScalar):
+        value = np.asarray(x.value, get_aval(x).dtype)
+        t = Tracer(trace, trace.to_atom(value))
+        t.jaxpr_var.aval = t.jaxpr_var.aval.update(weak_type=True)
+        return t
+    return Tracer(trace, trace.to_atom(np.asarray(x)))
 
 
 class _Product:
