@@ -347,3 +347,24 @@ def test_dot_general_of_mixed_dtypes(backend):
     q = np.array([False])
     assert_tree_close(minixla.jit(f, frontend="jax", backend=backend)(a, i, p, q), jax.jit(f)(a, i, p, q),
                       rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_bit_counting_and_mulhi(backend):
+    # population_count, clz, mulhi, reduce_xor import as exact compositions of integer ops
+    rng = np.random.default_rng(0)
+
+    def ints(dt):
+        info = np.iinfo(dt)
+        v = rng.integers(info.min, info.max, size=32, endpoint=True, dtype=dt)
+        v[:5] = [0, 1, info.max, info.min, info.max - 1]
+        return v
+
+    def f(*xs):
+        out = [lax.reduce_xor((xs[0] > 0).reshape(4, 8), (1,))]
+        for x in xs:
+            out += [lax.population_count(x), lax.clz(x), lax.mulhi(x, x[::-1]),
+                    lax.reduce_xor(x.reshape(4, 8), (0,)), lax.reduce_xor(x.reshape(2, 16), (0, 1))]
+        return out
+    args = [ints(d) for d in (np.int8, np.uint16, np.int32, np.uint32)]
+    assert_tree_close(minixla.jit(f, frontend="jax", backend=backend)(*args), jax.jit(f)(*args), rtol=0, atol=0)

@@ -78,7 +78,6 @@ UNSUPPORTED = {
           "lax.rng_*): minixla imports jax.random's default threefry2x32 keys"
        for p in ("rng_bit_generator", "rng_uniform")},
     "random_gamma": "no minixla primitive yet (jax.random.gamma/beta/dirichlet: a rejection-sampling loop)",
-    **{p: "bit counting: lands with the bitwise/shift primitives" for p in ("population_count", "clz")},
     **{p: "complex numbers: minixla has no complex dtypes" for p in ("complex", "conj", "real", "imag", "fft")},
     **{p: "no minixla primitive yet (JAX eager's values come from XLA's own expansion of it, which "
           "a minixla composition would not match bit for bit)"
@@ -723,3 +722,4 @@ import_rules.update({
 from minixla.frontends import jax_control_flow  # noqa: E402,F401 (cond, while, scan, top_k)
 from minixla.frontends import jax_random  # noqa: E402,F401 (jax.random's keys and bits)
 from minixla.frontends import jax_windows  # noqa: E402,F401 (pooling derivatives, reduce bodies)
+from minixla.frontends import jax_bits  # noqa: E402,F401 (population_count, clz, mulhi, reduce_xor)
