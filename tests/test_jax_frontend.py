@@ -360,11 +360,19 @@ def test_bit_counting_and_mulhi(backend):
         v[:5] = [0, 1, info.max, info.min, info.max - 1]
         return v
 
-    def f(*xs):
-        out = [lax.reduce_xor((xs[0] > 0).reshape(4, 8), (1,))]
+    def f(y, *xs):
+        # (reduce_precision: XLA's rounding and flushing on the bits, NaN payloads kept)
+        out = [lax.reduce_precision(y, e, m) for e, m in ((8, 7), (5, 10), (8, 0), (4, 3))]
+        out.append(lax.reduce_xor((xs[0] > 0).reshape(4, 8), (1,)))
         for x in xs:
             out += [lax.population_count(x), lax.clz(x), lax.mulhi(x, x[::-1]),
                     lax.reduce_xor(x.reshape(4, 8), (0,)), lax.reduce_xor(x.reshape(2, 16), (0, 1))]
         return out
-    args = [ints(d) for d in (np.int8, np.uint16, np.int32, np.uint32)]
-    assert_tree_close(minixla.jit(f, frontend="jax", backend=backend)(*args), jax.jit(f)(*args), rtol=0, atol=0)
+    y = rng.integers(0, 2 ** 32, size=256, dtype=np.uint64).astype(np.uint32).view(np.float32)
+    y[:9] = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-40, 65504.0, 65520.0, 1.0 + 2 ** -8]
+    args = [y] + [ints(d) for d in (np.int8, np.uint16, np.int32, np.uint32)]
+    got, want = minixla.jit(f, frontend="jax", backend=backend)(*args), jax.jit(f)(*args)
+    for g, w in zip(got, want):
+        g, w = np.asarray(g), np.asarray(w)
+        assert g.dtype == w.dtype and g.shape == w.shape
+        np.testing.assert_array_equal(g.view(f"u{g.dtype.itemsize}"), w.view(f"u{w.dtype.itemsize}"))

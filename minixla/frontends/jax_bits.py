@@ -1,5 +1,5 @@
-"""Import rules for JAX's bit-counting and wide-multiply primitives, as compositions of
-minixla's integer ops: ``population_count``, ``clz``, ``mulhi`` and ``reduce_xor``.
+"""Import rules for JAX's bit-level primitives, as compositions of minixla's integer ops:
+``population_count``, ``clz``, ``mulhi``, ``reduce_xor`` and ``reduce_precision``.
 
 minixla has no primitives of these names; each rule builds the exact value from shifts, masks,
 adds, compares and selects on the operand's own width (a signed operand is bitcast to the
@@ -13,6 +13,8 @@ hand-off, ``vmap`` -- handles the result as it handles those ops. Integers have 
   operands as unsigned, then minus ``y`` where ``x < 0`` and ``x`` where ``y < 0`` (mod ``2**w``).
 - ``reduce_xor``: pairwise halving along each reduced axis (xor is associative and commutative:
   the order does not change the bits); bools included.
+- ``reduce_precision``: XLA's ``ReducePrecision`` on the float's bits (round the mantissa to
+  nearest even, flush exponents outside the reduced range to signed zero / infinity).
 """
 from __future__ import annotations
 
@@ -128,3 +130,36 @@ def reduce_xor(x, *, axes, **_):
 
 import_rules.update({"population_count": population_count, "clz": clz, "mulhi": mulhi,
                      "reduce_xor": reduce_xor})
+
+
+def reduce_precision(x, *, exponent_bits, mantissa_bits):
+    """``x`` rounded to a float with ``exponent_bits``/``mantissa_bits`` and back, as XLA's
+    ``ReducePrecision``: the mantissa rounded to nearest even on the bits, then exponents past
+    the reduced range to signed infinity (overflow) or signed zero (at or below the smallest
+    normal: no denormals), a NaN kept as it is (with ``mantissa_bits=0`` too, as XLA:CPU)."""
+    dtype = get_aval(x).dtype
+    info = np.finfo(dtype)
+    nbits, src_mant = dtype.itemsize * 8, int(info.nmant)
+    src_exp = nbits - 1 - src_mant
+    exponent_bits, mantissa_bits = int(exponent_bits), int(mantissa_bits)
+    u = np.dtype(f"uint{nbits}")
+    bits = lax.bitcast_convert_type(x, u)
+    if mantissa_bits < src_mant:
+        last = 1 << (src_mant - mantissa_bits)
+        last_bit = lax.shift_right_logical(lax.bitwise_and(bits, _c(last, u)), _c(src_mant - mantissa_bits, u))
+        bias = lax.add(last_bit, _c((last >> 1) - 1, u))
+        bits = lax.bitwise_and(lax.add(bits, bias), _c(((1 << nbits) - 1) & ~(last - 1), u))
+    if exponent_bits < src_exp:
+        sign_mask, exp_mask = 1 << (nbits - 1), ((1 << src_exp) - 1) << src_mant
+        exp_bias = (1 << (src_exp - 1)) - 1
+        reduced_bias = (1 << (exponent_bits - 1)) - 1
+        e = lax.bitwise_and(bits, _c(exp_mask, u))
+        overflows = lax.gt(e, _c((exp_bias + reduced_bias) << src_mant, u))
+        underflows = lax.le(e, _c((exp_bias - reduced_bias) << src_mant, u))
+        signed_zero = lax.bitwise_and(bits, _c(sign_mask, u))
+        signed_inf = lax.bitwise_or(signed_zero, _c(exp_mask, u))
+        bits = lax.select(overflows, signed_inf, lax.select(underflows, signed_zero, bits))
+    return lax.select(lax.ne(x, x), x, lax.bitcast_convert_type(bits, dtype))
+
+
+import_rules["reduce_precision"] = reduce_precision
