@@ -16,8 +16,16 @@ builds a minixla jaxpr, which minixla's own passes and backends compile; run und
   differentiates the primal, which it cannot do differently from JAX except at the points where
   a custom rule chose a subgradient, e.g. ``jax.nn.relu`` at 0).
 - A primitive without a rule is an ``UnsupportedJaxPrimitiveError`` naming it, why it is missing
-  (``UNSUPPORTED`` gives the reason for the known ones: control flow, sort and random land with
-  minixla's own primitives for them) and the user's line, as JAX recorded it.
+  (``UNSUPPORTED`` gives the reason for the known ones) and the user's line, as JAX recorded it.
+- The rules live with their family: this module (elementwise, structural, reductions,
+  contractions, indexing, calls), ``jax_control_flow`` (``cond``/``while``/``scan``),
+  ``jax_random`` (typed PRNG keys and ``jax.random``'s primitives, bit for bit),
+  ``jax_windows`` (pooling derivatives, ``reduce``/``reduce_window`` with a body jaxpr) and
+  ``jax_bits`` (``population_count``, ``clz``, ``mulhi``, ``reduce_xor``, ``reduce_precision``).
+- An equation of a cheap primitive whose operands are all constants is staged, as JAX stages
+  it (``_STAGED``), not computed while importing; a ``jit`` of a JAX library function that XLA
+  compiles with rewrites of its own (``xla_compiled``: ``jax.random``'s ``_uniform``) is
+  imported with those rewrites (``fma`` contraction, division by a constant as a product).
 
 Adding a primitive: one row ``import_rules[name] = rule`` (and its name out of ``UNSUPPORTED``;
 ``tests/test_jax_frontend_docs.py`` checks both and ``docs/frontend.md`` counts it). Control flow
