@@ -107,3 +107,68 @@ def test_resnet_block_with_pooling(backend):
     assert {"reduce_window_max", "reduce_window_sum", "conv_general_dilated"} <= names
     got = minixla.jit(_resnet_block, frontend="jax", backend=backend)(p, x)
     np.testing.assert_allclose(got, jax.jit(_resnet_block)(p, x), rtol=2e-5, atol=2e-6)
+    # its training gradient taken inside: jax.grad through max pooling binds select_and_scatter_add
+    loss = lambda p, x: jnp.sum(jnp.tanh(_resnet_block(p, x)))  # noqa: E731
+    value_and_grad = jax.value_and_grad(loss)
+    assert "select_and_scatter_add" in {e.primitive.name for e in jax.make_jaxpr(value_and_grad)(p, x).eqns}
+    got = minixla.jit(value_and_grad, frontend="jax", backend=backend)(p, x)
+    want = jax.jit(value_and_grad)(p, x)
+    for g, w in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
+        np.testing.assert_allclose(g, w, rtol=2e-4, atol=2e-5)
+
+
+# ---------------------------------------------------------------------------------------
+# Derivatives of pooling and user reductions inside the imported function.
+
+def _argmax_body(a, b):
+    return (jnp.maximum(a[0], b[0]), jnp.where(a[0] >= b[0], a[1], b[1]))
+
+
+def _pool_grads_and_reductions(x, t, i):
+    # jax.jvp / jax.grad of max and min pooling bind select_and_gather_add / select_and_scatter_add
+    pool = lambda op, init, win, st, pad: lambda x: jax.lax.reduce_window(x, init, op, win, st, pad)  # noqa: E731
+    pools = [pool(jax.lax.max, -jnp.inf, (1, 2, 2, 1), (1, 2, 2, 1), "VALID"),
+             pool(jax.lax.max, -jnp.inf, (1, 3, 3, 1), (1, 2, 1, 1), "SAME"),
+             pool(jax.lax.min, jnp.inf, (1, 2, 3, 1), (1, 1, 2, 1), "VALID")]
+    outs = []
+    for p in pools:
+        outs += [jax.jvp(p, (x,), (t,))[1], jax.grad(lambda x: jnp.sum(jnp.sin(p(x))))(x)]
+    # lax.reduce / reduce_window with a Python body: a `reduce` / `reduce_window` with its jaxpr
+    y = x[0]
+    idx = jax.lax.broadcasted_iota(jnp.int32, y.shape, 1)
+    outs += [jax.lax.reduce(y, 0., lambda a, b: a + b, (1,)),         # a monoid: reduce_sum
+             jax.lax.reduce(y, 2.5, lambda a, b: a + b, (1,)),        # another init value
+             jax.lax.reduce((y, idx), (-jnp.inf, 0), _argmax_body, (1,)),  # argmax pairs, a NaN
+             jax.lax.reduce(i, 0, lambda a, b: a ^ b, (0,)),
+             jax.lax.reduce_window(y, 1., jax.lax.mul, (2, 2, 1), (1, 2, 1), "SAME"),
+             jax.lax.reduce_window(i, 3, lambda a, b: a ^ b, (2, 2), (1, 1), "VALID"),
+             jax.lax.reduce_window((y, idx), (-jnp.inf, 0), _argmax_body, (3, 1, 1), (2, 1, 1), "VALID")]
+    return outs
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_pooling_derivatives_and_user_reductions_inside(backend):
+    rng = np.random.default_rng(0)
+    x = rng.integers(-2, 3, size=(2, 6, 7, 3)).astype(np.float32)  # integers: many ties
+    x[0, 1, 1, 0], x[1, 0, 0, 1] = np.nan, -np.inf
+    t = rng.normal(size=x.shape).astype(np.float32)
+    i = rng.integers(-50, 50, size=(5, 4)).astype(np.int32)
+    names = set()
+    for e in jax.make_jaxpr(_pool_grads_and_reductions)(x, t, i).eqns:
+        names |= {e.primitive.name} | {q.primitive.name for q in e.params["jaxpr"].eqns} if "jaxpr" in e.params \
+            and hasattr(e.params["jaxpr"], "eqns") else {e.primitive.name}
+    assert {"select_and_gather_add", "select_and_scatter_add", "reduce", "reduce_window"} <= names
+    want = jax.jit(_pool_grads_and_reductions)(x, t, i)
+    got = minixla.jit(_pool_grads_and_reductions, frontend="jax", backend=backend)(x, t, i)
+    for k, (g, w) in enumerate(zip(jax.tree.leaves(got), jax.tree.leaves(want))):
+        assert np.asarray(g).dtype == np.asarray(w).dtype and np.shape(g) == np.shape(w), k
+        np.testing.assert_array_equal(g, w, err_msg=str(k))
+
+
+def test_unsupported_reduce_window_body_is_clear():
+    # a traced init value with a general body is refused, naming the primitive and the user's line
+    def f(x, c):
+        return jax.lax.reduce_window(x, c, lambda a, b: a * b + 1, (2,), (1,), "VALID")
+    with pytest.raises(NotImplementedError, match="reduce_window.*traced init") as info:
+        minixla.jit(f, frontend="jax")(np.ones(4, np.float32), np.float32(1))
+    assert "test_jax_frontend_pooling.py" in str(info.value)

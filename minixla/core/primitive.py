@@ -8,6 +8,7 @@ generation and the JAX hand-off keep their own tables in their own modules.
 from __future__ import annotations
 
 import math
+import threading
 
 import numpy as np
 
@@ -20,6 +21,16 @@ shape_rules: dict = {}
 impl_rules: dict = {}
 #: every primitive ever created, by name (the coverage table enumerates it)
 registry: dict = {}
+
+
+class _Eager(threading.local):
+    depth = 0
+
+
+#: how many eager implementations this thread is inside (an operand-less primitive bound
+#: there -- an ``iota`` in a loop body a constant loop runs eagerly -- is computed, not staged
+#: into the trace around the loop, whose value it would otherwise leak into the eager loop)
+_eager = _Eager()
 
 
 class Primitive:
@@ -38,12 +49,16 @@ class Primitive:
         """Apply the primitive: stage it out if any argument is a tracer, else run it eagerly."""
         from minixla.core.tracing import current_jaxpr_trace, find_trace
         trace = find_trace(args)
-        if trace is None and not args:
+        if trace is None and not args and not _eager.depth:
             trace = current_jaxpr_trace()  # an operand-less primitive (iota) is staged, as in JAX
         if trace is not None:
             return trace.process_primitive(self, args, params)
         args = [np.asarray(a) if isinstance(a, WeakScalar) else a for a in args]
-        return impl_rules[self](*args, **params)
+        _eager.depth += 1
+        try:
+            return impl_rules[self](*args, **params)
+        finally:
+            _eager.depth -= 1
 
     def abstract_eval(self, *avals, **params):
         """Output aval(s) from input avals, with errors that name the op and the user's line."""

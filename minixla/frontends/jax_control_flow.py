@@ -11,22 +11,46 @@ from __future__ import annotations
 
 from minixla import lax
 from minixla.core.avals import get_aval
+from minixla.frontends.jax_importer import _is_key as is_key_aval
 from minixla.frontends.jax_importer import _where_stack, eval_jax_jaxpr, import_rules
+from minixla.random.keys import PRNGKeyArray
 
 
 def _body(closed, consts=()):
-    """A Python function running JAX's closed jaxpr ``closed`` on ``consts + args``."""
+    """A Python function running JAX's closed jaxpr ``closed`` on ``consts + args``. Typed
+    PRNG keys cross into and out of minixla's control flow as their ``uint32[..., 2]`` data
+    (``_unkey``), and are keys again inside (``_rekey``, by the jaxpr's own types)."""
     stack = _where_stack()
     where = stack[-1] if stack else None
-    return lambda *args: eval_jax_jaxpr(closed.jaxpr, closed.consts, list(consts) + list(args), where)
+    n = len(consts)
+
+    def run(*args):
+        args = _rekey(closed.jaxpr.invars[n:], args)
+        return _unkey(eval_jax_jaxpr(closed.jaxpr, closed.consts, list(consts) + list(args), where))
+    return run
+
+
+def _unkey(values):
+    return [v._base if type(v) is PRNGKeyArray else v for v in values]
+
+
+def _rekey(jvars, values):
+    return [PRNGKeyArray(v) if is_key_aval(j.aval) and type(v) is not PRNGKeyArray else v
+            for j, v in zip(jvars, values)]
 
 
 def _cond(index, *operands, branches, **_):
-    outs = lax.switch(index, [_body(b) for b in branches], *operands)
-    return list(outs)
+    outs = lax.switch(index, [_body(b) for b in branches], *_unkey(operands))
+    return _rekey(branches[0].jaxpr.outvars, list(outs))
 
 
 def _while(*args, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
+    return _rekey(body_jaxpr.jaxpr.outvars, _while_data(
+        *_unkey(args), cond_jaxpr=cond_jaxpr, body_jaxpr=body_jaxpr, cond_nconsts=cond_nconsts,
+        body_nconsts=body_nconsts))
+
+
+def _while_data(*args, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
     cond_consts = args[:cond_nconsts]
     body_consts = args[cond_nconsts:cond_nconsts + body_nconsts]
     init = list(args[cond_nconsts + body_nconsts:])
@@ -54,6 +78,7 @@ def _while(*args, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
 
 
 def _scan(*args, jaxpr, num_consts, num_carry, length, reverse, unroll, **_):
+    args = _unkey(args)
     consts, init = args[:num_consts], list(args[num_consts:num_consts + num_carry])
     xs = list(args[num_consts + num_carry:])
     body = _body(jaxpr, consts)
@@ -63,7 +88,7 @@ def _scan(*args, jaxpr, num_consts, num_carry, length, reverse, unroll, **_):
         return list(outs[:num_carry]), list(outs[num_carry:])
     carry, ys = lax.scan(step, init, xs, length=length, reverse=reverse,
                          unroll=unroll if isinstance(unroll, int) else 1)
-    return list(carry) + list(ys)
+    return _rekey(jaxpr.jaxpr.outvars, list(carry) + list(ys))
 
 
 def _empty(*, dtype, **_):

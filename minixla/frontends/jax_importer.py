@@ -16,8 +16,16 @@ builds a minixla jaxpr, which minixla's own passes and backends compile; run und
   differentiates the primal, which it cannot do differently from JAX except at the points where
   a custom rule chose a subgradient, e.g. ``jax.nn.relu`` at 0).
 - A primitive without a rule is an ``UnsupportedJaxPrimitiveError`` naming it, why it is missing
-  (``UNSUPPORTED`` gives the reason for the known ones: control flow, sort and random land with
-  minixla's own primitives for them) and the user's line, as JAX recorded it.
+  (``UNSUPPORTED`` gives the reason for the known ones) and the user's line, as JAX recorded it.
+- The rules live with their family: this module (elementwise, structural, reductions,
+  contractions, indexing, calls), ``jax_control_flow`` (``cond``/``while``/``scan``),
+  ``jax_random`` (typed PRNG keys and ``jax.random``'s primitives, bit for bit),
+  ``jax_windows`` (pooling derivatives, ``reduce``/``reduce_window`` with a body jaxpr) and
+  ``jax_bits`` (``population_count``, ``clz``, ``mulhi``, ``reduce_xor``, ``reduce_precision``).
+- An equation of a cheap primitive whose operands are all constants is staged, as JAX stages
+  it (``_STAGED``), not computed while importing; a ``jit`` of a JAX library function that XLA
+  compiles with rewrites of its own (``xla_compiled``: ``jax.random``'s ``_uniform``) is
+  imported with those rewrites (``fma`` contraction, division by a constant as a product).
 
 Adding a primitive: one row ``import_rules[name] = rule`` (and its name out of ``UNSUPPORTED``;
 ``tests/test_jax_frontend_docs.py`` checks both and ``docs/frontend.md`` counts it). Control flow
@@ -41,10 +49,11 @@ from jax.extend import core as jcore
 
 from minixla import lax
 from minixla.core import errors
-from minixla.core.avals import ShapedArray, WeakScalar, canonicalize_dtype
+from minixla.core.avals import ShapedArray, WeakScalar, canonicalize_dtype, get_aval
 from minixla.core.jaxpr import SourceInfo
 from minixla.core.primitive import registry
 from minixla.core.tracing import Tracer, current_jaxpr_trace, trace_to_jaxpr
+from minixla.random.keys import PRNGKeyArray
 
 
 class UnsupportedJaxPrimitiveError(errors.UnsupportedError):
@@ -59,26 +68,30 @@ class ImportRuleError(errors.MinixlaError, AssertionError):
 #: JAX primitive has multiple results). A rule may bind any number of minixla primitives.
 import_rules: dict = {}
 
+#: JAX primitive name -> rule for equations with typed PRNG keys among their operands
+#: (``minixla.random.PRNGKeyArray`` values: ``jax_random`` fills it)
+key_rules: dict = {}
+
+#: the ``name`` of a ``jit`` of a JAX library function whose value is what XLA compiles, not
+#: what the jaxpr says op by op: its equations (and its callees') are imported with XLA's
+#: contraction of ``a * b + c`` into ``fma`` (the product used once) and ``x / c`` by a float
+#: constant as ``x * (1 / c)`` (``jax_random`` fills it: ``jax.random``'s uniform)
+xla_compiled: set = set()
+
 #: JAX primitives minixla knows it lacks, with why (the error message says it)
 UNSUPPORTED = {
     "custom_linear_solve": "no minixla primitive yet (it needs a linear solve)",
     "approx_top_k": "approximate top-k (TPU): use lax.top_k",
-    **{p: "random numbers: lands with minixla.random (threefry2x32 as uint32 HLO); create keys and "
-          "draw random arrays outside the function, or pass them in"
-       for p in ("threefry2x32", "random_bits", "random_seed", "random_wrap", "random_unwrap",
-                 "random_split", "random_fold_in", "rng_bit_generator", "rng_uniform")},
-    **{p: "bit counting: lands with the bitwise/shift primitives" for p in ("population_count", "clz")},
-    "cumlogsumexp": "no minixla primitive yet (cumsum/cumprod/cummax/cummin import)",
-    "reduce": "a user-defined reduction: minixla has the monoid reductions only (reduce_sum/max/...)",
-    "reduce_window": "a user-defined window reduction: minixla has reduce_window_sum/max/min",
-    "select_and_gather_add": "the JVP of max pooling: compute the gradient with minixla.grad instead",
-    "select_and_scatter_add": "the gradient of max pooling: compute it with minixla.grad instead",
+    **{p: "XLA's own random-bit generator (jax.random with impl='rbg'/'unsafe_rbg', or "
+          "lax.rng_*): minixla imports jax.random's default threefry2x32 keys"
+       for p in ("rng_bit_generator", "rng_uniform")},
+    "random_gamma": "no minixla primitive yet (jax.random.gamma/beta/dirichlet: a rejection-sampling loop)",
     **{p: "complex numbers: minixla has no complex dtypes" for p in ("complex", "conj", "real", "imag", "fft")},
     **{p: "no minixla primitive yet (JAX eager's values come from XLA's own expansion of it, which "
           "a minixla composition would not match bit for bit)"
        for p in ("lgamma",
                  "digamma", "igamma", "igammac", "igamma_grad_a", "polygamma", "zeta", "bessel_i0e",
-                 "bessel_i1e", "regularized_incomplete_beta", "nextafter", "reduce_precision")},
+                 "bessel_i1e", "regularized_incomplete_beta")},
     **{p: "tokens and effects: minixla programs are pure" for p in ("after_all", "create_token", "dce_sink")},
     **{p: "shape polymorphism: minixla shapes are static" for p in ("eq_to", "le_to", "lt_to")},
     "select_and_scatter": "the gradient of a window selection: compute it with minixla.grad instead",
@@ -142,6 +155,12 @@ def _read_literal(lit):
 def _check_aval(name, jvar, value, in_ids):
     """Hold the imported value to JAX's type for ``jvar``; give it JAX's weak type."""
     want = jvar.aval
+    if _is_key(want) or isinstance(value, PRNGKeyArray):
+        if not (_is_key(want) and isinstance(value, PRNGKeyArray) and value.shape == tuple(want.shape)):
+            got = f"keys{list(value.shape)}" if isinstance(value, PRNGKeyArray) else type(value).__name__
+            raise ImportRuleError(f"import rule of jax primitive '{name}' gave {got} where JAX's jaxpr "
+                                  f"has {want.str_short()} (a bug in minixla's JAX front end)")
+        return
     if type(value) is not Tracer:
         # a value computed eagerly (all its operands were constants): held to the same shape and
         # dtype; a transformation's tracer (grad, vmap) has its own avals and is left alone
@@ -157,6 +176,20 @@ def _check_aval(name, jvar, value, in_ids):
                               f"JAX's jaxpr has {want.str_short()} (a bug in minixla's JAX front end)")
     if got.weak_type != bool(want.weak_type) and value.jaxpr_var.id not in in_ids:
         value.jaxpr_var.aval = got.update(weak_type=bool(want.weak_type))
+
+
+def _is_key(aval) -> bool:
+    dtype = getattr(aval, "dtype", None)
+    return dtype is not None and jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key)
+
+
+def _read_const(x):
+    if isinstance(x, jax.Array):
+        if _is_key(x):
+            from minixla.frontends.jax_random import import_key_const
+            return import_key_const(x)
+        return np.asarray(x)
+    return x
 
 
 def eval_jax_jaxpr(jaxpr, consts, args, _outer=None):
@@ -193,25 +226,46 @@ def _eval(jaxpr, consts, args, env, outer, stack):
         return env[atom]
 
     for v, x in zip(jaxpr.constvars, consts):
-        env[v] = np.asarray(x) if isinstance(x, jax.Array) else x
+        env[v] = _read_const(x)
     for v, x in zip(jaxpr.invars, args):
         env[v] = x
+    contracted = _contractions(jaxpr) if getattr(_local, "contract", False) else {}
     for eqn in jaxpr.eqns:
         name = eqn.primitive.name
+        invals = [read(a) for a in eqn.invars]
+        if contracted:
+            if id(eqn) in contracted:  # (a product kept for the add that uses it)
+                env[eqn.outvars[0]] = _Product(invals)
+                continue
+            if name == "div" and isinstance(eqn.invars[1], jcore.Literal) and np.shape(invals[1]) == ():
+                c = np.asarray(eqn.invars[1].val, canonicalize_dtype(eqn.invars[1].aval.dtype))
+                if c.dtype.kind == "f" or c.dtype.name == "bfloat16":
+                    recip = (np.asarray(1, c.dtype) / c).astype(c.dtype)[()]
+                    name = "mul"
+                    invals = [invals[0], WeakScalar(recip) if eqn.invars[1].aval.weak_type else recip]
         rule = import_rules.get(name)
+        if contracted and name == "add" and any(type(x) is _Product for x in invals):
+            rule = _fma_rule(eqn.outvars[0].aval)
+        if name in key_rules and any(type(x) is PRNGKeyArray for x in invals):
+            rule = key_rules[name]
         if rule is None:
             why = UNSUPPORTED.get(name, "no import rule yet")
             raise UnsupportedJaxPrimitiveError(
                 f"jax primitive '{name}' cannot be imported by minixla's JAX front end: {why}\n"
                 f"  at: {_user_line(eqn, outer)}")
-        invals = [read(a) for a in eqn.invars]
-        in_ids = {x.jaxpr_var.id for x in invals if type(x) is Tracer}
         trace = current_jaxpr_trace()
+        if trace is not None and name in _STAGED and invals and all(type(x) in _CONSTANT for x in invals):
+            invals[0] = _stage(trace, invals[0])
+        in_ids = {x.jaxpr_var.id for x in invals if type(x) is Tracer}
         n0 = len(trace.eqns) if trace is not None else 0
         stack[-1] = _Where(eqn, outer)
         try:
             out = rule(*invals, **eqn.params)
-        except (UnsupportedJaxPrimitiveError, ImportRuleError):
+        except UnsupportedJaxPrimitiveError as e:
+            if "\n  at: " in e.args[0]:
+                raise
+            raise type(e)(f"{e.args[0]}\n  at: {_user_line(eqn, outer)}") from None
+        except ImportRuleError:
             raise
         except errors.MinixlaError as e:
             raise type(e)(f"importing jax primitive '{name}': {e.args[0]}\n  at: {_user_line(eqn, outer)}") from None
@@ -229,10 +283,90 @@ def _eval(jaxpr, consts, args, env, outer, stack):
     return [read(a) for a in jaxpr.outvars]
 
 
+#: cheap primitives whose equations of constant operands are staged into the program (as JAX
+#: stages every equation) rather than computed while importing: minixla computes a constant
+#: equation eagerly with JAX, one XLA compile per op and shape -- dozens for a
+#: ``jax.random.randint`` of a constant key -- where the program's constant folding and fusion
+#: do it for free
+_STAGED = {"broadcast_in_dim", "convert_element_type", "reshape", "squeeze", "select_n", "add", "sub",
+           "mul", "div", "rem", "max", "min", "neg", "and", "or", "xor", "not", "eq", "ne", "lt", "le",
+           "gt", "ge", "bitcast_convert_type", "shift_left", "shift_right_logical",
+           "shift_right_arithmetic", "erf", "concatenate", "slice", "transpose", "iota"}
+_CONSTANT = (np.ndarray, WeakScalar, *{type(np.dtype(t).type(0)) for t in np.typecodes["All"] if t not in "OSUVMm"})
+
+
+def _stage(trace, x):
+    """A constant as a tracer of ``trace`` (a constvar; a weakly typed scalar stays weak)."""
+    if isinstance(x, WeakScalar):
+        value = np.asarray(x.value, get_aval(x).dtype)
+        t = Tracer(trace, trace.to_atom(value))
+        t.jaxpr_var.aval = t.jaxpr_var.aval.update(weak_type=True)
+        return t
+    return Tracer(trace, trace.to_atom(np.asarray(x)))
+
+
+class _Product:
+    """A float ``mul`` of an ``xla_compiled`` function held for the ``add`` that uses it."""
+
+    def __init__(self, operands):
+        self.operands = operands
+
+
+def _contractions(jaxpr) -> set:
+    """The ``id`` of each float ``mul`` equation whose result is used once, by an ``add``:
+    the products XLA contracts into an ``fma``."""
+    uses, consumer = {}, {}
+    for eqn in jaxpr.eqns:
+        for a in eqn.invars:
+            if not isinstance(a, jcore.Literal):
+                uses[a] = uses.get(a, 0) + 1
+                consumer[a] = eqn
+    for a in jaxpr.outvars:
+        if not isinstance(a, jcore.Literal):
+            uses[a] = uses.get(a, 0) + 2
+    out = set()
+    for eqn in jaxpr.eqns:
+        if eqn.primitive.name == "mul":
+            v = eqn.outvars[0]
+            if (np.dtype(v.aval.dtype).kind == "f" and uses.get(v) == 1
+                    and consumer[v].primitive.name == "add"
+                    and not all(a is v for a in consumer[v].invars)):
+                out.add(id(eqn))
+    return out
+
+
+def _fma_rule(aval):
+    """The rule of an ``add`` of a held product and another value: one ``fma`` (operands
+    broadcast to the result's shape, as the implicit size-1 broadcasting of JAX's jaxprs)."""
+    return lambda *invals: _fma(invals, tuple(aval.shape))
+
+
+def _fma(invals, shape):
+    prod = next(x for x in invals if type(x) is _Product)
+    other = next(x for x in invals if x is not prod)
+    if type(other) is _Product:
+        other = import_rules["mul"](*other.operands)
+
+    def full(x):
+        s = _shape(x)
+        if s == shape or not s:
+            return x
+        keep = tuple(i for i, d in enumerate(s) if d != 1)
+        x = registry["reshape"].bind(x, new_sizes=tuple(s[i] for i in keep), dimensions=None)
+        return registry["broadcast_in_dim"].bind(x, shape=shape, broadcast_dimensions=keep)
+    a, b = (full(x) for x in prod.operands)
+    return lax.fma(a, b, full(other))
+
+
 def _jaxpr_in_avals(closed):
     avals = []
     for v in closed.jaxpr.invars:
         a = v.aval
+        if _is_key(a):  # a typed key comes in as its uint32 data
+            from minixla.frontends.jax_random import _check_impl
+            _check_impl(a.dtype._impl, "a typed key input")
+            avals.append(ShapedArray(tuple(a.shape) + (2,), np.dtype(np.uint32), False))
+            continue
         if not hasattr(a, "shape") or not hasattr(a, "dtype"):
             raise UnsupportedJaxPrimitiveError(f"jaxpr input {v} has the abstract value {a}, which minixla "
                                                "does not have (only arrays)")
@@ -261,7 +395,13 @@ def import_jaxpr(closed_jaxpr):
     """
     closed = closed_jaxpr
     in_avals = _jaxpr_in_avals(closed)
-    imported = trace_to_jaxpr(lambda *xs: eval_jax_jaxpr(closed.jaxpr, closed.consts, xs), in_avals)
+    keys = [_is_key(v.aval) for v in closed.jaxpr.invars]
+
+    def run(*xs):
+        xs = [PRNGKeyArray(x) if k else x for x, k in zip(xs, keys)]
+        outs = eval_jax_jaxpr(closed.jaxpr, closed.consts, xs)
+        return [o._base if type(o) is PRNGKeyArray else o for o in outs]
+    imported = trace_to_jaxpr(run, in_avals)
     imported.source_jaxpr = closed  # (JAX's jaxpr, for a reader comparing the two)
     return imported
 
@@ -337,6 +477,18 @@ def _same(name, mx_name=None):
     return rule
 
 
+def _broadcast_size1(*args):
+    """Operands of an elementwise JAX primitive with JAX's implicit broadcasting of size-1
+    dims made explicit (rank-0 operands are left as they are)."""
+    shapes = [tuple(np.shape(a)) for a in args]
+    ranked = [s for s in shapes if s]
+    if ranked and any(s != ranked[0] for s in ranked):
+        out = tuple(max(ds) if 0 not in ds else 0 for ds in zip(*ranked))
+        args = [registry["broadcast_in_dim"].bind(a, shape=out, broadcast_dimensions=tuple(range(len(out))))
+                if s and s != out else a for a, s in zip(args, shapes)]
+    return list(args)
+
+
 def _elementwise(name, mx_name=None):
     """An n-ary elementwise primitive. JAX's jaxprs broadcast size-1 dims implicitly
     (``add f32[5,8] f32[1,8]``, what ``jnp.add`` binds after a ``broadcast_in_dim`` to rank 2);
@@ -345,13 +497,7 @@ def _elementwise(name, mx_name=None):
     prim = registry[mx_name or name]
 
     def rule(*args, **params):
-        shapes = [tuple(np.shape(a)) for a in args]
-        ranked = [s for s in shapes if s]
-        if ranked and any(s != ranked[0] for s in ranked):
-            out = tuple(max(ds) if 0 not in ds else 0 for ds in zip(*ranked))
-            args = [registry["broadcast_in_dim"].bind(a, shape=out, broadcast_dimensions=tuple(range(len(out))))
-                    if s and s != out else a for a, s in zip(args, shapes)]
-        return prim.bind(*args, **_plain_params(name, params))
+        return prim.bind(*_broadcast_size1(*args), **_plain_params(name, params))
     rule.__name__ = f"import_{name}"
     return rule
 
@@ -539,14 +685,20 @@ def _scatter(mx_fn):
 
 
 def _inline(param, closed=True):
-    """A call primitive: its sub-jaxpr (``params[param]``) interpreted in place, recursively."""
+    """A call primitive: its sub-jaxpr (``params[param]``) interpreted in place, recursively
+    (a ``jit`` named in ``xla_compiled`` with XLA's rewrites)."""
     def rule(*args, **params):
         sub = params[param]
         stack = _where_stack()
         where = stack[-1] if stack else None
-        if closed:
-            return eval_jax_jaxpr(sub.jaxpr, sub.consts, args, where)
-        return eval_jax_jaxpr(sub, (), args, where)
+        before = getattr(_local, "contract", False)
+        _local.contract = before or params.get("name") in xla_compiled
+        try:
+            if closed:
+                return eval_jax_jaxpr(sub.jaxpr, sub.consts, args, where)
+            return eval_jax_jaxpr(sub, (), args, where)
+        finally:
+            _local.contract = before
     return rule
 
 
@@ -564,6 +716,9 @@ import_rules.update({
     "scatter-sub": _scatter(lambda x, i, u, dn, mode: lax.scatter_add(x, i, registry["neg"].bind(u), dn,
                                                                       mode=mode)),
     "stack": _stack, "unstack": _unstack, "tile": _tile,
+    # compositions of minixla.lax (no primitive of their own in minixla)
+    "nextafter": lambda x1, x2: lax.nextafter(*_broadcast_size1(x1, x2)),
+    "cumlogsumexp": lambda x, *, axis, reverse: lax.cumlogsumexp(x, axis=int(axis), reverse=bool(reverse)),
     # calls, inlined: jit (pjit), closed_call, core_call, checkpoint (remat), and the primal of
     # custom_jvp_call / custom_vjp_call
     "jit": _inline("jaxpr"), "pjit": _inline("jaxpr"), "closed_call": _inline("call_jaxpr"),
@@ -573,3 +728,6 @@ import_rules.update({
 })
 
 from minixla.frontends import jax_control_flow  # noqa: E402,F401 (cond, while, scan, top_k)
+from minixla.frontends import jax_random  # noqa: E402,F401 (jax.random's keys and bits)
+from minixla.frontends import jax_windows  # noqa: E402,F401 (pooling derivatives, reduce bodies)
+from minixla.frontends import jax_bits  # noqa: E402,F401 (population_count, clz, mulhi, reduce_xor)

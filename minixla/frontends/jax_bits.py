@@ -1,0 +1,165 @@
+"""Import rules for JAX's bit-level primitives, as compositions of minixla's integer ops:
+``population_count``, ``clz``, ``mulhi``, ``reduce_xor`` and ``reduce_precision``.
+
+minixla has no primitives of these names; each rule builds the exact value from shifts, masks,
+adds, compares and selects on the operand's own width (a signed operand is bitcast to the
+unsigned type of its width and back), so every stage -- passes, the evaluator, LLVM, the
+hand-off, ``vmap`` -- handles the result as it handles those ops. Integers have no derivative.
+
+- ``population_count``: the SWAR count (pairs, nibbles, bytes, then the bytes summed by shifts).
+- ``clz``: a binary search on the leading zeros (``w/2, w/4, ..., 1`` bit steps); ``w`` for 0.
+- ``mulhi``: the high ``w`` bits of the ``2w``-bit product by schoolbook multiplication on
+  ``w/2``-bit halves in the unsigned type (no wider type needed, so 32-bit without x64); signed
+  operands as unsigned, then minus ``y`` where ``x < 0`` and ``x`` where ``y < 0`` (mod ``2**w``).
+- ``reduce_xor``: pairwise halving along each reduced axis (xor is associative and commutative:
+  the order does not change the bits); bools included.
+- ``reduce_precision``: XLA's ``ReducePrecision`` on the float's bits (round the mantissa to
+  nearest even, flush exponents outside the reduced range to signed zero / infinity).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from minixla import lax
+from minixla.core import errors
+from minixla.core.avals import get_aval
+from minixla.frontends.jax_importer import _broadcast_size1, _norm, import_rules
+
+
+def _int_info(name, x):
+    dtype = get_aval(x).dtype
+    if dtype.kind not in "iu":
+        raise errors.DTypeError(f"{name} requires an integer operand, got {dtype.name}")
+    bits = dtype.itemsize * 8
+    return dtype, np.dtype(f"uint{bits}"), bits
+
+
+def _unsigned(x, udtype):
+    return x if get_aval(x).dtype == udtype else lax.bitcast_convert_type(x, udtype)
+
+
+def _back(x, dtype):
+    return x if get_aval(x).dtype == dtype else lax.bitcast_convert_type(x, dtype)
+
+
+def _c(v, dtype):
+    return np.asarray(v, dtype)
+
+
+def population_count(x):
+    dtype, u, w = _int_info("population_count", x)
+    y = _unsigned(x, u)
+    m1, m2, m4 = (int("".join([p] * (w // len(p))), 2) for p in ("01", "0011", "00001111"))
+    y = lax.sub(y, lax.bitwise_and(lax.shift_right_logical(y, _c(1, u)), _c(m1, u)))
+    y = lax.add(lax.bitwise_and(y, _c(m2, u)), lax.bitwise_and(lax.shift_right_logical(y, _c(2, u)), _c(m2, u)))
+    y = lax.bitwise_and(lax.add(y, lax.shift_right_logical(y, _c(4, u))), _c(m4, u))
+    s = 8
+    while s < w:
+        y = lax.add(y, lax.shift_right_logical(y, _c(s, u)))
+        s *= 2
+    return _back(lax.bitwise_and(y, _c(2 * w - 1 if w < 128 else 255, u)), dtype)
+
+
+def clz(x):
+    dtype, u, w = _int_info("clz", x)
+    y = _unsigned(x, u)
+    shape = tuple(get_aval(y).shape)
+    n = lax.full(shape, 0, u) if shape else _c(0, u)
+    zero = _c(0, u)
+    s = w // 2
+    while s >= 1:
+        t = lax.shift_right_logical(y, _c(s, u))
+        none = lax.eq(t, zero)
+        n = lax.select(none, lax.add(n, _c(s, u)), n)
+        y = lax.select(none, y, t)
+        s //= 2
+    n = lax.add(n, lax.convert_element_type(lax.eq(y, zero), u))
+    return _back(n, dtype)
+
+
+def mulhi(x, y):
+    x, y = _broadcast_size1(x, y)
+    dtype, u, w = _int_info("mulhi", x)
+    h = w // 2
+    mask = _c((1 << h) - 1, u)
+    a, b = _unsigned(x, u), _unsigned(y, u)
+    half = _c(h, u)
+    al, ah = lax.bitwise_and(a, mask), lax.shift_right_logical(a, half)
+    bl, bh = lax.bitwise_and(b, mask), lax.shift_right_logical(b, half)
+    ll, lh, hl, hh = lax.mul(al, bl), lax.mul(al, bh), lax.mul(ah, bl), lax.mul(ah, bh)
+    mid = lax.add(lax.add(lax.shift_right_logical(ll, half), lax.bitwise_and(lh, mask)),
+                  lax.bitwise_and(hl, mask))
+    hi = lax.add(lax.add(hh, lax.shift_right_logical(lh, half)),
+                 lax.add(lax.shift_right_logical(hl, half), lax.shift_right_logical(mid, half)))
+    if dtype.kind == "i":  # (the signed product's high half: subtract the sign corrections)
+        zero = _c(0, dtype)
+        shape = tuple(get_aval(hi).shape)
+        uzero = lax.full(shape, 0, u) if shape else _c(0, u)
+        hi = lax.sub(hi, lax.select(lax.lt(x, zero), b, uzero))
+        hi = lax.sub(hi, lax.select(lax.lt(y, zero), a, uzero))
+    return _back(hi, dtype)
+
+
+def reduce_xor(x, *, axes, **_):
+    dtype = get_aval(x).dtype
+    if dtype.kind not in "iub":
+        raise errors.DTypeError(f"reduce_xor requires an integer or bool operand, got {dtype.name}")
+    axes = sorted(int(a) for a in _norm(axes))
+    for axis in reversed(axes):
+        shape = list(get_aval(x).shape)
+        if shape[axis] == 0:
+            shape.pop(axis)
+            x = lax.full(tuple(shape), 0, dtype)
+            continue
+        while shape[axis] > 1:
+            n = shape[axis]
+            m = n // 2
+
+            def part(lo, hi):
+                start = [0] * len(shape)
+                limit = list(shape)
+                start[axis], limit[axis] = lo, hi
+                return lax.slice(x, tuple(start), tuple(limit))
+            y = lax.bitwise_xor(part(0, m), part(m, 2 * m))
+            x = lax.concatenate([y, part(n - 1, n)], axis) if n % 2 else y
+            shape[axis] = m + n % 2
+        shape.pop(axis)
+        x = lax.reshape(x, tuple(shape))
+    return x
+
+
+import_rules.update({"population_count": population_count, "clz": clz, "mulhi": mulhi,
+                     "reduce_xor": reduce_xor})
+
+
+def reduce_precision(x, *, exponent_bits, mantissa_bits):
+    """``x`` rounded to a float with ``exponent_bits``/``mantissa_bits`` and back, as XLA's
+    ``ReducePrecision``: the mantissa rounded to nearest even on the bits, then exponents past
+    the reduced range to signed infinity (overflow) or signed zero (at or below the smallest
+    normal: no denormals), a NaN kept as it is (with ``mantissa_bits=0`` too, as XLA:CPU)."""
+    dtype = get_aval(x).dtype
+    info = np.finfo(dtype)
+    nbits, src_mant = dtype.itemsize * 8, int(info.nmant)
+    src_exp = nbits - 1 - src_mant
+    exponent_bits, mantissa_bits = int(exponent_bits), int(mantissa_bits)
+    u = np.dtype(f"uint{nbits}")
+    bits = lax.bitcast_convert_type(x, u)
+    if mantissa_bits < src_mant:
+        last = 1 << (src_mant - mantissa_bits)
+        last_bit = lax.shift_right_logical(lax.bitwise_and(bits, _c(last, u)), _c(src_mant - mantissa_bits, u))
+        bias = lax.add(last_bit, _c((last >> 1) - 1, u))
+        bits = lax.bitwise_and(lax.add(bits, bias), _c(((1 << nbits) - 1) & ~(last - 1), u))
+    if exponent_bits < src_exp:
+        sign_mask, exp_mask = 1 << (nbits - 1), ((1 << src_exp) - 1) << src_mant
+        exp_bias = (1 << (src_exp - 1)) - 1
+        reduced_bias = (1 << (exponent_bits - 1)) - 1
+        e = lax.bitwise_and(bits, _c(exp_mask, u))
+        overflows = lax.gt(e, _c((exp_bias + reduced_bias) << src_mant, u))
+        underflows = lax.le(e, _c((exp_bias - reduced_bias) << src_mant, u))
+        signed_zero = lax.bitwise_and(bits, _c(sign_mask, u))
+        signed_inf = lax.bitwise_or(signed_zero, _c(exp_mask, u))
+        bits = lax.select(overflows, signed_inf, lax.select(underflows, signed_zero, bits))
+    return lax.select(lax.ne(x, x), x, lax.bitcast_convert_type(bits, dtype))
+
+
+import_rules["reduce_precision"] = reduce_precision
