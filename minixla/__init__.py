@@ -14,7 +14,6 @@ from minixla.interpreters.api import (jvp, linearize, vjp, grad, value_and_grad,
                                       vmap, eval_shape, linear_transpose)
 from minixla.interpreters.custom_derivatives import custom_jvp, custom_vjp
 from minixla.interpreters.remat import checkpoint, remat, checkpoint_policies
-from minixla.frontends import import_jaxpr
 from minixla.sharding.api import device_put
 from minixla import nn, random  # (as `import jax` gives jax.nn and jax.random)
 
@@ -22,3 +21,16 @@ __all__ = ["make_jaxpr", "jit", "config", "lax", "numpy", "errors", "ShapedArray
            "jvp", "linearize", "vjp", "grad", "value_and_grad", "jacfwd", "jacrev", "hessian", "vmap",
            "eval_shape", "linear_transpose", "custom_jvp", "custom_vjp", "checkpoint", "remat",
            "checkpoint_policies", "import_jaxpr", "device_put", "nn", "random"]
+
+
+def __getattr__(name):
+    # Imported when first used: the JAX front end imports ``jax.extend`` (~0.15 s), which a
+    # program traced by minixla's own tracer never needs (``tests/test_import_time.py``).
+    if name == "import_jaxpr":
+        from minixla.frontends import import_jaxpr
+        return import_jaxpr
+    raise AttributeError(f"module 'minixla' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

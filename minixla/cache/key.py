@@ -15,6 +15,9 @@
 
 Built from text and bytes only -- no ``id()``, no per-process ``hash()`` -- so two processes
 compute the same key for the same program.
+
+``lowered_cache_key`` is the same document over the module *before* the passes (the cache's
+first level: it maps the lowered program to the optimized program's entry).
 """
 from __future__ import annotations
 
@@ -108,4 +111,24 @@ def key_document(module, backend: str, donated=()) -> dict:
 def cache_key(module, backend: str, donated=()) -> str:
     """The entry's key: 64 hex digits (see the module docstring)."""
     doc = key_document(module, backend, donated)
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
+
+
+def lowered_cache_key(module, backend: str, donated=()) -> str:
+    """The key of the *lowered* module (before any pass), the cache's first level: it names
+    a small entry pointing at the optimized program's entry (``cache_key``), so that a warm
+    process skips the pass pipeline as well as LLVM.
+
+    Why the lowered program may stand for the optimized one: the passes (``jit.Lowered.compile``:
+    the sharding remover, the simplification fixed point, fusion, the memory scheduler) are a
+    function of the module alone -- they read no option, environment variable, host property
+    or clock (``minixla/passes`` reads no config; fusion's and buffer assignment's choices
+    depend on shapes, opcodes and the donated parameters), and they iterate in program order,
+    never in the order of ``id()`` s or hashes, so their output is the same in every process
+    (``tests/test_compilation_cache.py`` compares it). Everything else the optimized key holds
+    -- backend, donation, target, versions (minixla's source fingerprint covers the passes'
+    code), code options -- is in this document too, with ``"stage": "lowered"`` keeping the
+    two kinds of key apart. Even if a pass were not deterministic, any module it produced from
+    this one is a correct compilation of it: the entry is always a valid answer."""
+    doc = dict(key_document(module, backend, donated), stage="lowered")
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()

@@ -116,9 +116,9 @@ def read(directory: str, key: str, expect: dict) -> tuple[dict, bytes] | None:
     return header, payload
 
 
-def write(directory: str, key: str, header: dict, payload: bytes, max_size: int) -> bool:
-    """Write the entry atomically, then evict past ``max_size`` bytes (-1: no cap). Never
-    raises: a failure warns and returns False."""
+def write(directory: str, key: str, header: dict, payload: bytes, max_size: int, keep=()) -> bool:
+    """Write the entry atomically, then evict past ``max_size`` bytes (-1: no cap), never this
+    entry or those of the keys in ``keep``. Never raises: a failure warns and returns False."""
     tmp = None
     try:
         data = encode(dict(header, key=key), payload)
@@ -146,7 +146,7 @@ def write(directory: str, key: str, header: dict, payload: bytes, max_size: int)
             except OSError:
                 pass
     if max_size >= 0:
-        evict(directory, max_size, keep=key)
+        evict(directory, max_size, keep=(key, *keep))
     return True
 
 
@@ -177,9 +177,10 @@ def entries(directory: str) -> list[tuple[str, int, float]]:
     return out
 
 
-def evict(directory: str, max_size: int, keep: str | None = None) -> int:
+def evict(directory: str, max_size: int, keep=()) -> int:
     """Delete least recently used entries until they total at most ``max_size`` bytes (and
-    crashed writers' stale temporary files). Returns the number of entries deleted."""
+    crashed writers' stale temporary files), except those of the keys in ``keep`` (a key or a
+    sequence of keys). Returns the number of entries deleted."""
     now = time.time()
     try:
         for e in os.scandir(directory):
@@ -194,11 +195,11 @@ def evict(directory: str, max_size: int, keep: str | None = None) -> int:
     listed = entries(directory)
     total = sum(size for _, size, _ in listed)
     deleted = 0
-    keep_path = entry_path(directory, keep) if keep else None
+    keep_paths = {entry_path(directory, k) for k in ((keep,) if isinstance(keep, str) else keep or ())}
     for path, size, _ in listed:
         if total <= max_size:
             break
-        if path == keep_path:
+        if path in keep_paths:
             continue
         try:
             os.unlink(path)
