@@ -28,7 +28,9 @@ ROOT = Path(__file__).resolve().parents[1]
 def _env(cache_dir, **extra):
     env = dict(os.environ, PYTHONPATH=str(ROOT), MINIXLA_COMPILATION_CACHE_DIR=str(cache_dir),
                MINIXLA_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0", MINIXLA_COMPILE_WORKERS="0")
-    env.update(extra)
+    env.update({k: v for k, v in extra.items() if v is not None})
+    for k in [k for k, v in extra.items() if v is None]:  # (None: the variable unset, the default)
+        env.pop(k, None)
     return env
 
 
@@ -131,9 +133,10 @@ def test_warm_process_runs_no_pass_and_no_llvm(tmp_path):
     """A fresh process with a warm cache reaches the digits CNN's and the MLP training step's
     first results without running a pass or LLVM (the first level: lowered program -> entry);
     both keys, and the passes' output, are the same in both processes though the second traced
-    another program first."""
-    cold = _run(_WORKLOADS.format(other=False), tmp_path)
-    warm = _run(_WORKLOADS.format(other=True), tmp_path)
+    another program first. The default minimum compile time (0.05 s) lets both be cached."""
+    default = dict(MINIXLA_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=None)
+    cold = _run(_WORKLOADS.format(other=False), tmp_path, **default)
+    warm = _run(_WORKLOADS.format(other=True), tmp_path, **default)
     assert not cold["hit"] and cold["llvm"] > 0 and cold["stats"]["writes"] == 4  # 2 entries, 2 first-level
     assert warm["lkey"] == cold["lkey"] and warm["key"] == cold["key"]
     assert cold["key_of_passes_here"] == warm["key_of_passes_here"] == cold["key"]  # deterministic passes
@@ -309,8 +312,32 @@ def test_cli_lists_stats_clears(cache_dir, capsys):
 
 def test_jax_backend_turns_on_jax_cache_in_the_same_directory(tmp_path):
     prev = jax.config.jax_compilation_cache_dir
-    with minixla.config.override(minixla_compilation_cache_dir=str(tmp_path)):
+    with minixla.config.override(minixla_compilation_cache_dir=str(tmp_path),
+                                 minixla_persistent_cache_min_compile_time_secs=0.0):
         np.testing.assert_allclose(minixla.jit(_f, backend="jax")(*_args()), _expected(), rtol=2e-6, atol=2e-6)
         assert jax.config.jax_compilation_cache_dir == str(tmp_path)
+        # XLA's executable is in the directory, in JAX's own file (minixla stores none for this backend)
+        files = [p.name for p in tmp_path.iterdir()]
+        assert any(n.startswith("jit_") and not n.endswith(".mxc") for n in files), files
+        assert not any(n.endswith(".mxc") for n in files)
     pc.enable_jax_cache()
     assert jax.config.jax_compilation_cache_dir == prev
+
+
+def test_source_fingerprint_memo(cache_dir, monkeypatch):
+    """The sources are hashed once per directory and version of the files (their stat
+    signature); the memo is written with an entry and removed by ``clear``."""
+    from minixla.cache import key as K
+    monkeypatch.setattr(K, "_unwritten_memo", [])
+    computed = K.source_fingerprint.__wrapped__()
+    assert computed == K._content_fingerprint(*K._source_files())
+    assert not cache_dir.exists()  # (nothing written without an entry)
+    _compile()
+    (memo,) = [p for p in cache_dir.iterdir() if p.name.startswith("minixla-sources-")]
+    assert memo.read_text() == computed
+    memo.write_text("f" * 64)  # what the memo says is what a process with these files uses
+    assert K.source_fingerprint.__wrapped__() == "f" * 64
+    memo.write_text("garbage")  # an unreadable memo: hashed again
+    assert K.source_fingerprint.__wrapped__() == computed
+    store.clear(str(cache_dir))
+    assert list(cache_dir.iterdir()) == []

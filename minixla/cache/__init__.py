@@ -117,6 +117,9 @@ def save(key, module, backend: str, executable, compile_ms: float) -> bool:
                   created=time.time())
     ok = store.write(d, key, header, payload, config.read("minixla_compilation_cache_max_size"))
     stats["writes"] += ok
+    if ok:
+        from minixla.cache.key import write_source_memo
+        write_source_memo()
     return ok
 
 

@@ -50,7 +50,8 @@ def main(argv=None) -> int:
         return 0
     total = sum(r[3] for r in rows)
     try:
-        others = sum(1 for e in os.scandir(directory) if not store._ENTRY_RE.match(e.name))
+        others = sum(1 for e in os.scandir(directory)
+                     if not store._ENTRY_RE.match(e.name) and not store._MEMO_RE.match(e.name))
     except OSError:
         others = 0
     cap = config.read("minixla_compilation_cache_max_size")

@@ -29,7 +29,9 @@ import warnings
 MAGIC = b"MXLACHE1"
 PREFIX, SUFFIX = "minixla-", ".mxc"
 _ENTRY_RE = re.compile(r"^minixla-[0-9a-f]{64}\.mxc$")
-_TEMP_RE = re.compile(r"^\.minixla-[0-9a-f]{64}\..*\.tmp$")
+_TEMP_RE = re.compile(r"^\.minixla-([0-9a-f]{64}\..*|sources-.*)\.tmp$")
+#: the source fingerprint's memo (``key.source_fingerprint``)
+_MEMO_RE = re.compile(r"^minixla-sources-[0-9a-f]{64}\.txt$")
 #: temporary files older than this (seconds) are a crashed writer's: eviction removes them
 STALE_TEMP_S = 3600.0
 
@@ -213,7 +215,8 @@ def evict(directory: str, max_size: int, keep=()) -> int:
 
 
 def clear(directory: str) -> int:
-    """Delete every entry (only minixla's entry files). Returns how many."""
+    """Delete every entry (only minixla's entry files, and the source fingerprint's memo).
+    Returns how many entries."""
     n = 0
     for path, _, _ in entries(directory):
         try:
@@ -221,4 +224,17 @@ def clear(directory: str) -> int:
             n += 1
         except OSError:
             pass
+    for path in memos(directory):
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
     return n
+
+
+def memos(directory: str) -> list[str]:
+    """The source fingerprint's memo files in ``directory`` (``key.source_fingerprint``)."""
+    try:
+        return [e.path for e in os.scandir(directory) if _MEMO_RE.match(e.name)]
+    except OSError:
+        return []
