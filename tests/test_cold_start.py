@@ -2,7 +2,7 @@
 ``benchmarks/cold_start.py``), checked by what runs, not by timing:
 
 * ``import minixla`` imports nothing a process that traces and runs minixla code never needs
-  (``sys.modules`` of a fresh process);
+  (``sys.modules`` of a fresh process), and freezes the objects alive then (``gc.freeze``);
 * tracing a training step under ``jit`` evaluates no JAX operation eagerly (each is an XLA
   compile, ~40 ms at a process's start): ``arange`` and the backward pass's operations on
   the seed cotangent are staged, as JAX stages them.
@@ -40,8 +40,10 @@ def test_import_minixla_imports_nothing_it_does_not_need():
         import json, sys
         import minixla
         modules = sorted(sys.modules)
+        import gc
+        frozen = gc.get_freeze_count()
         public = {name: hasattr(minixla, name) for name in minixla.__all__}
-        print(json.dumps({"modules": modules, "public": public,
+        print(json.dumps({"modules": modules, "public": public, "frozen": frozen,
                           "dir": sorted(set(minixla.__all__) - set(dir(minixla)))}))
     """
     env = dict(os.environ, PYTHONPATH=str(ROOT))
@@ -53,6 +55,8 @@ def test_import_minixla_imports_nothing_it_does_not_need():
     assert not loaded, f"import minixla imported {loaded}"
     # every public name is still there (some load on first access: ``import_jaxpr``)
     assert all(out["public"].values()) and not out["dir"], out
+    # the objects alive after the imports are out of the collector's way (minixla/__init__.py)
+    assert out["frozen"] > 50_000
 
 
 def test_tracing_a_training_step_runs_no_eager_jax_op(monkeypatch):
