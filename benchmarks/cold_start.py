@@ -85,18 +85,20 @@ WORKLOADS = ("cnn", "mlp")
 
 
 def _spawn(framework, workload, env) -> dict:
-    code = textwrap.dedent(_CHILD.format(examples=str(ROOT / "examples"), framework=framework, workload=workload))
+    root = Path(env.get("BENCH_ROOT", ROOT))  # (--baseline: another minixla source tree)
+    code = textwrap.dedent(_CHILD.format(examples=str(root / "examples"), framework=framework, workload=workload))
     t0 = time.time()
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=root)
     if r.returncode != 0:
         raise RuntimeError(f"{framework}/{workload} failed:\n{r.stderr[-2000:]}")
     t = json.loads(r.stdout.strip().splitlines()[-1])
     return {"total_s": t["result"] - t0, "after_imports_s": t["result"] - t["imported"]}
 
 
-def _env(workload: str, setting: str, scratch: str, bytecode: bool) -> dict:
+def _env(workload: str, setting: str, scratch: str, bytecode: bool, baseline=None) -> dict:
     framework = setting.split("+")[0]
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    root = baseline if framework == "baseline" else ROOT
+    env = dict(os.environ, PYTHONPATH=str(root), BENCH_ROOT=str(root))
     for var in ("MINIXLA_COMPILATION_CACHE_DIR", "BENCH_JAX_CACHE"):
         env.pop(var, None)
     if bytecode:
@@ -107,15 +109,18 @@ def _env(workload: str, setting: str, scratch: str, bytecode: bool) -> dict:
         env["PYTHONPYCACHEPREFIX"] = os.path.join(scratch, "pycache")
     if setting.endswith("+cache"):
         d = os.path.join(scratch, f"{setting}-{workload}")
-        env["MINIXLA_COMPILATION_CACHE_DIR" if framework == "minixla" else "BENCH_JAX_CACHE"] = d
+        env["BENCH_JAX_CACHE" if framework == "jax" else "MINIXLA_COMPILATION_CACHE_DIR"] = d
         env["MINIXLA_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
     return env
 
 
-def measure_all(workloads, repeat: int, scratch: str, bytecode: bool = True) -> list[dict]:
+def measure_all(workloads, repeat: int, scratch: str, bytecode: bool = True, baseline=None) -> list[dict]:
     """Rows of ``measure`` for every workload and setting, the processes interleaved round by
-    round (setting after setting), so a change in the machine's load hits every setting alike."""
-    envs = {(w, s): _env(w, s, scratch, bytecode) for w in workloads for s in SETTINGS}
+    round (setting after setting), so a change in the machine's load hits every setting alike.
+    ``baseline``: another minixla source tree (e.g. an older commit's ``git archive``), measured
+    as the settings ``baseline`` and ``baseline+cache``."""
+    settings = SETTINGS + (("baseline", "baseline+cache") if baseline else ())
+    envs = {(w, s): _env(w, s, scratch, bytecode, baseline) for w in workloads for s in settings}
     for (w, s), env in envs.items():  # fill the caches and the bytecode (untimed)
         _spawn(s.split("+")[0], w, env)
     runs = {k: [] for k in envs}
@@ -154,10 +159,14 @@ def main(argv=None):
     p.add_argument("--no-bytecode", action="store_true",
                    help="keep PYTHONDONTWRITEBYTECODE from the environment (minixla's sources "
                         "compiled at every start)")
+    p.add_argument("--baseline", default=None,
+                   help="another minixla source tree to measure beside this one (settings baseline, "
+                        "baseline+cache), e.g. from: git archive COMMIT | tar -x -C DIR")
     p.add_argument("--json", default=None, help="also write the rows to this file")
     args = p.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="minixla-cold-") as scratch:
-        rows = measure_all(args.only, args.repeat, scratch, bytecode=not args.no_bytecode)
+        rows = measure_all(args.only, args.repeat, scratch, bytecode=not args.no_bytecode,
+                           baseline=Path(args.baseline).resolve() if args.baseline else None)
     for r in rows:
         print(f"{r['workload']:4s} {r['setting']:14s} first result {r['median_s']:6.2f} s "
               f"(min {r['min_s']:.2f}; after imports {r['after_imports_median_s']:.2f} s)", flush=True)
@@ -168,6 +177,11 @@ def main(argv=None):
               f"(after imports {warm['after_imports_median_s'] / cold['after_imports_median_s']:.2f}x); "
               f"minixla warm / jax warm {warm['median_s'] / jax_warm['median_s']:.2f}x "
               f"(after imports {warm['after_imports_median_s'] / jax_warm['after_imports_median_s']:.2f}x)")
+        if (workload, "baseline+cache") in by:
+            base_warm, base_cold = by[(workload, "baseline+cache")], by[(workload, "baseline")]
+            print(f"{workload}: baseline warm/cold {base_warm['median_s'] / base_cold['median_s']:.2f}x; "
+                  f"minixla warm / baseline warm {warm['median_s'] / base_warm['median_s']:.2f}x "
+                  f"(after imports {warm['after_imports_median_s'] / base_warm['after_imports_median_s']:.2f}x)")
     print(f"load average (1 min) before and after each round: {rows[0]['load_average']}")
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
