@@ -92,3 +92,17 @@ def test_tracing_a_training_step_runs_no_eager_jax_op(monkeypatch):
         l_ref, g_ref = jax.value_and_grad(lambda p, x, y: loss(jnp, p, x, y))(p, x, y)
     np.testing.assert_allclose(l, l_ref, rtol=1e-6)
     np.testing.assert_allclose(g["w"], g_ref["w"], rtol=1e-5, atol=1e-6)
+
+
+def test_arange_inside_a_trace_is_jax_iota():
+    """``arange(n)`` / ``arange(0, n)`` under jit are staged as JAX's ``broadcasted_iota``, with
+    jnp.arange's dtype and length (float and empty cases included); the others stay constants."""
+    import minixla
+    import minixla.numpy as mnp
+    for args, kw in [((10,), {}), ((0, 7), {}), ((5.0,), {}), ((3.5,), {}), ((0,), {}), ((-3,), {}),
+                     ((6,), {"dtype": np.int8}), ((2, 9, 3), {})]:
+        out = minixla.jit(lambda: mnp.arange(*args, **kw), backend="jax")()
+        ref = jnp.arange(*args, **kw)
+        assert out.dtype == ref.dtype and out.shape == ref.shape and np.array_equal(out, ref), (args, kw)
+        text = str(minixla.make_jaxpr(lambda: mnp.arange(*args, **kw))())
+        assert ("iota" in text) == (len(args) == 1 or args[0] == 0), text
