@@ -9,9 +9,12 @@ Workloads: ``cnn`` -- inference of the digits CNN (``examples/digits_cnn.py``, b
 Settings, each a fresh Python process: minixla (llvm backend) without a cache, minixla with
 a warm ``minixla_compilation_cache_dir``, ``jax.jit`` without a cache and with a warm
 ``jax_compilation_cache_dir`` (min compile time 0). The warm settings run once untimed first to
-fill their directory. Reported: median and min over ``--repeat`` processes of the wall time
-from just before the process is spawned to its first result, and the in-process share after
-the imports. The parameters are made with numpy (not ``jax.random``), so a minixla process
+fill their directory (and, for every setting, Python's bytecode: ``PYTHONPYCACHEPREFIX`` in
+the scratch directory, as for an installed package; ``--no-bytecode`` keeps
+``PYTHONDONTWRITEBYTECODE``). The timed processes run in rounds, one of each setting per
+round, so a change in the machine's load hits every setting alike. Reported: median and min
+over ``--repeat`` rounds of the wall time from just before the process is spawned to its first
+result, the in-process share after the imports, and the load average at each round. The parameters are made with numpy (not ``jax.random``), so a minixla process
 compiles nothing with XLA.
 """
 from __future__ import annotations
@@ -82,50 +85,104 @@ WORKLOADS = ("cnn", "mlp")
 
 
 def _spawn(framework, workload, env) -> dict:
-    code = textwrap.dedent(_CHILD.format(examples=str(ROOT / "examples"), framework=framework, workload=workload))
+    root = Path(env.get("BENCH_ROOT", ROOT))  # (--baseline: another minixla source tree)
+    code = textwrap.dedent(_CHILD.format(examples=str(root / "examples"), framework=framework, workload=workload))
     t0 = time.time()
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=root)
     if r.returncode != 0:
         raise RuntimeError(f"{framework}/{workload} failed:\n{r.stderr[-2000:]}")
     t = json.loads(r.stdout.strip().splitlines()[-1])
     return {"total_s": t["result"] - t0, "after_imports_s": t["result"] - t["imported"]}
 
 
-def measure(workload: str, setting: str, repeat: int, scratch: str) -> dict:
+def _env(workload: str, setting: str, scratch: str, bytecode: bool, baseline=None) -> dict:
     framework = setting.split("+")[0]
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    root = baseline if framework == "baseline" else ROOT
+    env = dict(os.environ, PYTHONPATH=str(root), BENCH_ROOT=str(root))
     for var in ("MINIXLA_COMPILATION_CACHE_DIR", "BENCH_JAX_CACHE"):
         env.pop(var, None)
+    if bytecode:
+        # As an installed package: sources compiled to bytecode once (the untimed first run),
+        # not at every start (PYTHONDONTWRITEBYTECODE=1 in this environment; jax's site-packages
+        # have their .pyc files either way).
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env["PYTHONPYCACHEPREFIX"] = os.path.join(scratch, "pycache")
     if setting.endswith("+cache"):
         d = os.path.join(scratch, f"{setting}-{workload}")
-        env["MINIXLA_COMPILATION_CACHE_DIR" if framework == "minixla" else "BENCH_JAX_CACHE"] = d
+        env["BENCH_JAX_CACHE" if framework == "jax" else "MINIXLA_COMPILATION_CACHE_DIR"] = d
         env["MINIXLA_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
-        _spawn(framework, workload, env)  # fill the cache (untimed)
+    return env
+
+
+def measure_all(workloads, repeat: int, scratch: str, bytecode: bool = True, baseline=None) -> list[dict]:
+    """Rows of ``measure`` for every workload and setting, the processes interleaved round by
+    round (setting after setting), so a change in the machine's load hits every setting alike.
+    ``baseline``: another minixla source tree (e.g. an older commit's ``git archive``), measured
+    as the settings ``baseline`` and ``baseline+cache``."""
+    settings = SETTINGS + (("baseline", "baseline+cache") if baseline else ())
+    envs = {(w, s): _env(w, s, scratch, bytecode, baseline) for w in workloads for s in settings}
+    for (w, s), env in envs.items():  # fill the caches and the bytecode (untimed)
+        _spawn(s.split("+")[0], w, env)
+    runs = {k: [] for k in envs}
+    load = [os.getloadavg()[0]]
+    for _ in range(repeat):
+        for (w, s), env in envs.items():
+            runs[(w, s)].append(_spawn(s.split("+")[0], w, env))
+        load.append(os.getloadavg()[0])
+    rows = []
+    for (w, s), rs in runs.items():
+        total = [r["total_s"] for r in rs]
+        after = [r["after_imports_s"] for r in rs]
+        rows.append({"workload": w, "setting": s, "median_s": statistics.median(total), "min_s": min(total),
+                     "after_imports_median_s": statistics.median(after), "runs_s": total,
+                     "after_imports_s": after, "load_average": [round(x, 2) for x in load],
+                     "bytecode": bytecode})
+    return rows
+
+
+def measure(workload: str, setting: str, repeat: int, scratch: str, bytecode: bool = True) -> dict:
+    """One setting's row: median and min over ``repeat`` fresh processes (after one untimed run)."""
+    env = _env(workload, setting, scratch, bytecode)
+    framework = setting.split("+")[0]
+    _spawn(framework, workload, env)  # fill the cache and the bytecode (untimed)
     runs = [_spawn(framework, workload, env) for _ in range(repeat)]
     total = [r["total_s"] for r in runs]
     after = [r["after_imports_s"] for r in runs]
     return {"workload": workload, "setting": setting, "median_s": statistics.median(total), "min_s": min(total),
-            "after_imports_median_s": statistics.median(after), "runs_s": total}
+            "after_imports_median_s": statistics.median(after), "runs_s": total, "after_imports_s": after}
 
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--only", nargs="*", choices=WORKLOADS, default=list(WORKLOADS))
     p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--no-bytecode", action="store_true",
+                   help="keep PYTHONDONTWRITEBYTECODE from the environment (minixla's sources "
+                        "compiled at every start)")
+    p.add_argument("--baseline", default=None,
+                   help="another minixla source tree to measure beside this one (settings baseline, "
+                        "baseline+cache), e.g. from: git archive COMMIT | tar -x -C DIR")
     p.add_argument("--json", default=None, help="also write the rows to this file")
     args = p.parse_args(argv)
-    rows = []
     with tempfile.TemporaryDirectory(prefix="minixla-cold-") as scratch:
-        for workload in args.only:
-            for setting in SETTINGS:
-                rows.append(measure(workload, setting, args.repeat, scratch))
-                r = rows[-1]
-                print(f"{workload:4s} {setting:14s} first result {r['median_s']:6.2f} s "
-                      f"(min {r['min_s']:.2f}; after imports {r['after_imports_median_s']:.2f} s)", flush=True)
-    by = {(r["workload"], r["setting"]): r["median_s"] for r in rows}
+        rows = measure_all(args.only, args.repeat, scratch, bytecode=not args.no_bytecode,
+                           baseline=Path(args.baseline).resolve() if args.baseline else None)
+    for r in rows:
+        print(f"{r['workload']:4s} {r['setting']:14s} first result {r['median_s']:6.2f} s "
+              f"(min {r['min_s']:.2f}; after imports {r['after_imports_median_s']:.2f} s)", flush=True)
+    by = {(r["workload"], r["setting"]): r for r in rows}
     for workload in args.only:
-        warm, cold, jax_warm = by[(workload, "minixla+cache")], by[(workload, "minixla")], by[(workload, "jax+cache")]
-        print(f"{workload}: minixla warm/cold {warm / cold:.2f}x; minixla warm / jax warm {warm / jax_warm:.2f}x")
+        warm, cold, jax_warm = (by[(workload, s)] for s in ("minixla+cache", "minixla", "jax+cache"))
+        print(f"{workload}: minixla warm/cold {warm['median_s'] / cold['median_s']:.2f}x "
+              f"(after imports {warm['after_imports_median_s'] / cold['after_imports_median_s']:.2f}x); "
+              f"minixla warm / jax warm {warm['median_s'] / jax_warm['median_s']:.2f}x "
+              f"(after imports {warm['after_imports_median_s'] / jax_warm['after_imports_median_s']:.2f}x)")
+        if (workload, "baseline+cache") in by:
+            base_warm, base_cold = by[(workload, "baseline+cache")], by[(workload, "baseline")]
+            print(f"{workload}: baseline warm/cold {base_warm['median_s'] / base_cold['median_s']:.2f}x; "
+                  f"minixla warm / baseline warm {warm['median_s'] / base_warm['median_s']:.2f}x "
+                  f"(after imports {warm['after_imports_median_s'] / base_warm['after_imports_median_s']:.2f}x)")
+    print(f"load average (1 min) before and after each round: {rows[0]['load_average']}")
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(rows, indent=1))

@@ -148,6 +148,20 @@ class Lowered:
     def compile(self) -> "Compiled":
         """Run the pass pipeline, assign buffers and generate code for the backend."""
         t0 = time.perf_counter()
+        check = verify_enabled()
+        dumper = Dumper(self.hlo_module.name)
+        lkey = None
+        if not dumper.enabled:  # (a dump wants the passes run; the verifier checks what runs)
+            # The persistent cache's first level: this lowered program was compiled before, so
+            # load its executable and skip the passes too (minixla.cache.load_lowered).
+            lkey, hit = persistent_cache.load_lowered(self.hlo_module, self.backend, self.donated)
+            if hit is not None:
+                executable, pass_log, fusion_log, kernels_unfused = hit
+                ms = (time.perf_counter() - t0) * 1e3
+                compiled = Compiled(self, executable.module, executable.assignment, executable, pass_log,
+                                    fusion_log, kernels_unfused, ms, ms)
+                compiled.persistent_cache_hit = True
+                return compiled
         module = self.hlo_module.clone()
         if self.backend == "llvm":
             # one device, no partitioner: the constraints go (XLA's ShardingRemover); the
@@ -155,8 +169,6 @@ class Lowered:
             from minixla.passes.sharding_remover import ShardingRemover
             ShardingRemover().run(module)
         kernels_unfused = count_kernels(module)
-        dumper = Dumper(module.name)
-        check = verify_enabled()
         if dumper.enabled:  # (printing costs ~1 ms per compile: only when dumping)
             dumper.write("jaxpr", str(self.jaxpr))
         dumper.hlo("before_optimizations", module)
@@ -194,6 +206,9 @@ class Lowered:
         if not cache_hit and key is not None:
             persistent_cache.save(key, module, self.backend, executable,
                                   compile_ms + self.trace_ms + self.lower_ms)
+        if lkey is not None:
+            persistent_cache.save_lowered(lkey, key, module, self.backend, pipeline.log, fusion.log,
+                                          kernels_unfused)
         compiled = Compiled(self, module, assignment, executable, pipeline.log, fusion.log,
                             kernels_unfused, passes_ms, compile_ms)
         compiled.persistent_cache_hit = cache_hit
@@ -463,14 +478,15 @@ class Jitted:
         """The jaxpr of ``flat_fun``, traced by the front end ``frontend=`` names. With the
         default (None) a function that calls JAX (``jnp.sin`` on a minixla tracer) is traced again
         by JAX and imported (``minixla.frontends.jax_importer``), and a log line says so."""
-        from minixla.frontends import jax_importer
         if self.frontend == "jax":
+            from minixla.frontends import jax_importer
             return jax_importer.trace_with_jax(flat_fun, in_avals)
         try:
             return trace_to_jaxpr(flat_fun, in_avals)
         except errors.JaxFunctionError as e:
             if self.frontend == "minixla":
                 raise
+            from minixla.frontends import jax_importer  # (only when needed: it imports jax.extend)
             name = getattr(self.fun, "__name__", "fn")
             where = [ln.strip()[4:] for ln in e.args[0].splitlines() if ln.strip().startswith("at: ")]
             try:

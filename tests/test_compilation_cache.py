@@ -28,7 +28,9 @@ ROOT = Path(__file__).resolve().parents[1]
 def _env(cache_dir, **extra):
     env = dict(os.environ, PYTHONPATH=str(ROOT), MINIXLA_COMPILATION_CACHE_DIR=str(cache_dir),
                MINIXLA_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0", MINIXLA_COMPILE_WORKERS="0")
-    env.update(extra)
+    env.update({k: v for k, v in extra.items() if v is not None})
+    for k in [k for k, v in extra.items() if v is None]:  # (None: the variable unset, the default)
+        env.pop(k, None)
     return env
 
 
@@ -69,21 +71,26 @@ def _compile():
     return c
 
 
-def _entry(cache_dir):
-    (path,) = [p for p in cache_dir.iterdir() if p.name.endswith(".mxc")]
+def _entry(cache_dir, first_level=False):
+    """The program's entry file (``first_level``: the lowered program's entry pointing at it)."""
+    (path,) = [p for p in cache_dir.iterdir() if p.name.endswith(".mxc")
+               and ("alias" in store.read_header(p)) == first_level]
     return path
 
 
 # -- the warm process ---------------------------------------------------------------------------
 
-_CNN = """
+_WORKLOADS = """
     import json, sys
     sys.path.insert(0, "examples")
     import numpy as np
     import digits_cnn as D
     import minixla, minixla.numpy as mnp
+    from minixla import cache as pc
     from minixla.backends.llvm.target import compile_stats
-    from minixla.cache import cache_key
+    from minixla.cache import cache_key, lowered_cache_key
+    from minixla.jit import optimization_pipeline
+    from minixla.passes.sharding_remover import ShardingRemover
     if {other}:  # another program traced first: counters and ids differ between the processes
         minixla.make_jaxpr(lambda a: mnp.exp(a) * 3.0)(np.ones(5, np.float32))
     rng = np.random.default_rng(0)
@@ -91,22 +98,54 @@ _CNN = """
     params = {{k: (rng.standard_normal(s) * 0.3).astype(np.float32) for k, s in shapes.items()}}
     x = rng.random((16, 8, 8, 1), dtype=np.float32)
     infer = minixla.jit(lambda p, x: D.cnn(p, x, np=mnp, lax=minixla.lax)[1])
-    c = infer.lower(params, x).compile()
+    lowered = infer.lower(params, x)
+    c = lowered.compile()
     probs = c(params, x)
-    print(json.dumps({{"hit": c.persistent_cache_hit, "llvm": compile_stats["jit_modules"],
-                      "key": cache_key(c.hlo_module, "llvm", ()), "probs": probs.tolist()}}))
+    # the MLP training step of benchmarks/cold_start.py (value_and_grad + SGD)
+    mlp = dict(w1=(rng.standard_normal((16, 32)) * 0.1).astype(np.float32), b1=np.zeros(32, np.float32),
+               w2=(rng.standard_normal((32, 10)) * 0.1).astype(np.float32), b2=np.zeros(10, np.float32))
+    xm, ym = rng.standard_normal((8, 16)).astype(np.float32), rng.integers(0, 10, 8).astype(np.int32)
+
+    def loss(p, x, y):
+        z = mnp.maximum(x @ p["w1"] + p["b1"], 0.0) @ p["w2"] + p["b2"]
+        z = z - mnp.max(z, axis=1, keepdims=True)
+        one_hot = (y[:, None] == mnp.arange(10)[None, :]).astype(mnp.float32)
+        return mnp.mean(mnp.log(mnp.sum(mnp.exp(z), axis=1)) - mnp.sum(z * one_hot, axis=1))
+
+    def step(p, x, y):
+        l, g = minixla.value_and_grad(loss)(p, x, y)
+        return {{k: p[k] - 0.1 * g[k] for k in p}}, l
+    new_params, l = minixla.jit(step)(mlp, xm, ym)
+    result = dict(hit=c.persistent_cache_hit, stats=dict(pc.stats), llvm=compile_stats["jit_modules"],
+                  networkx="networkx" in sys.modules, probs=probs.tolist(), loss=float(l),
+                  w1=new_params["w1"].tolist(), lkey=lowered_cache_key(lowered.hlo_module, "llvm"),
+                  key=cache_key(c.hlo_module, "llvm"), passes=[e.name for e in c.pass_log])
+    # the passes run again here, from scratch: the same optimized program in both processes
+    m = lowered.hlo_module.clone()
+    ShardingRemover().run(m)
+    optimization_pipeline().run(m)
+    result["key_of_passes_here"] = cache_key(m, "llvm")
+    print(json.dumps(result))
 """
 
 
-def test_digits_cnn_warm_process_runs_no_llvm(tmp_path):
-    """A fresh process with a warm cache reaches the CNN's first result without LLVM; the key
-    is the same in both processes though the second traced another program first."""
-    cold = _run(_CNN.format(other=False), tmp_path)
-    warm = _run(_CNN.format(other=True), tmp_path)
-    assert not cold["hit"] and cold["llvm"] > 0
-    assert warm["key"] == cold["key"]
+def test_warm_process_runs_no_pass_and_no_llvm(tmp_path):
+    """A fresh process with a warm cache reaches the digits CNN's and the MLP training step's
+    first results without running a pass or LLVM (the first level: lowered program -> entry);
+    both keys, and the passes' output, are the same in both processes though the second traced
+    another program first. The default minimum compile time (0.05 s) lets both be cached."""
+    default = dict(MINIXLA_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=None)
+    cold = _run(_WORKLOADS.format(other=False), tmp_path, **default)
+    warm = _run(_WORKLOADS.format(other=True), tmp_path, **default)
+    assert not cold["hit"] and cold["llvm"] > 0 and cold["stats"]["writes"] == 4  # 2 entries, 2 first-level
+    assert warm["lkey"] == cold["lkey"] and warm["key"] == cold["key"]
+    assert cold["key_of_passes_here"] == warm["key_of_passes_here"] == cold["key"]  # deterministic passes
     assert warm["hit"] and warm["llvm"] == 0  # no LLVM module compiled in the warm process
-    assert warm["probs"] == cold["probs"]  # the same machine code: bit-identical
+    assert warm["stats"]["lowered_hits"] == 2 and warm["stats"]["misses"] == 0
+    assert not warm["networkx"]  # (no pass ran: the passes' graphs import it)
+    assert warm["passes"] == cold["passes"]  # the stored pass log
+    # the same machine code: bit-identical
+    assert (warm["probs"], warm["loss"], warm["w1"]) == (cold["probs"], cold["loss"], cold["w1"])
 
 
 def test_key_depends_on_constants_backend_and_donation():
@@ -141,9 +180,12 @@ def test_four_concurrent_processes_one_good_entry(tmp_path):
         np.testing.assert_allclose(np.array(json.loads(out.strip().splitlines()[-1])), expected, rtol=1e-5, atol=1e-5)
     names = [p.name for p in tmp_path.iterdir()]
     files = [n for n in names if n.endswith(".mxc")]
-    assert len(files) == 1 and not any(n.startswith(".minixla-") for n in names), names  # no temporary file left
-    header, _ = store.decode((tmp_path / files[0]).read_bytes())  # checksum verified
-    assert header["name"] == "jit_lambda"
+    # one entry and one first-level entry; no temporary file left
+    assert len(files) == 2 and not any(n.startswith(".minixla-") for n in names), names
+    headers = [store.decode((tmp_path / f).read_bytes())[0] for f in files]  # checksums verified
+    assert [h["name"] for h in headers] == ["jit_lambda"] * 2
+    (alias,) = [h for h in headers if "alias" in h]
+    assert (tmp_path / f"minixla-{alias['alias']}.mxc").name in files
 
 
 # -- faults: never an exception, never a wrong result -------------------------------------------
@@ -154,9 +196,20 @@ def _rewrite_header(path, **changes):
     path.write_bytes(store.encode(header, payload))
 
 
-@pytest.mark.parametrize("damage", ["flip", "truncate", "garbage", "version", "cpu"])
+@pytest.mark.parametrize("damage", ["flip", "truncate", "garbage", "version", "cpu", "first-level"])
 def test_bad_entry_warns_compiles_and_is_rewritten(cache_dir, damage):
     _compile()
+    if damage == "first-level":  # the lowered program's entry: the passes run, the program's entry serves
+        alias = _entry(cache_dir, first_level=True)
+        alias.write_bytes(alias.read_bytes()[:-3])
+        with pytest.warns(store.CompilationCacheWarning, match="ignoring entry"):
+            assert _compile().persistent_cache_hit
+        assert store.decode(alias.read_bytes())[0]["alias"] == _entry(cache_dir).name[8:-4]  # rewritten
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            assert _compile().persistent_cache_hit
+        assert pc.stats["lowered_hits"] >= 1
+        return
     path = _entry(cache_dir)
     good = path.read_bytes()
     if damage == "flip":
@@ -225,7 +278,7 @@ def test_min_compile_time_writes_nothing(cache_dir):
 def test_lru_eviction_keeps_unknown_files(cache_dir):
     _compile()  # the entry's size depends on what the process has loaded: measure it
     entry = _entry(cache_dir)
-    entry_size = entry.stat().st_size
+    entry_size = entry.stat().st_size + _entry(cache_dir, first_level=True).stat().st_size
     entry.unlink()
     (cache_dir / "jit_other-jax-entry-cache").write_bytes(b"x" * 5000)  # not ours: never touched
     (cache_dir / "subdir").mkdir()
@@ -233,7 +286,7 @@ def test_lru_eviction_keeps_unknown_files(cache_dir):
     for i, p in enumerate(old):
         p.write_bytes(b"y" * 4000)
         os.utime(p, (1000 + i, 1000 + i))
-    size = 4000 * 2 + entry_size  # room for the new entry and two of the old: one must go
+    size = 4000 * 2 + entry_size  # room for the new entries and two of the old: one must go
     with minixla.config.override(minixla_compilation_cache_max_size=size):
         _compile()
     names = {p.name for p in cache_dir.iterdir()}
@@ -251,15 +304,40 @@ def test_cli_lists_stats_clears(cache_dir, capsys):
     assert "jit__f" in capsys.readouterr().out
     assert main(["--dir", str(cache_dir), "stats"]) == 0
     out = capsys.readouterr().out
-    assert "entries: 1" in out and "other files (not minixla's): 1" in out
+    assert "entries: 1" in out and "first-level entries (lowered program -> entry): 1" in out
+    assert "other files (not minixla's): 1" in out
     assert main(["--dir", str(cache_dir), "clear"]) == 0
     assert [p.name for p in cache_dir.iterdir()] == ["unrelated.txt"]
 
 
 def test_jax_backend_turns_on_jax_cache_in_the_same_directory(tmp_path):
     prev = jax.config.jax_compilation_cache_dir
-    with minixla.config.override(minixla_compilation_cache_dir=str(tmp_path)):
+    with minixla.config.override(minixla_compilation_cache_dir=str(tmp_path),
+                                 minixla_persistent_cache_min_compile_time_secs=0.0):
         np.testing.assert_allclose(minixla.jit(_f, backend="jax")(*_args()), _expected(), rtol=2e-6, atol=2e-6)
         assert jax.config.jax_compilation_cache_dir == str(tmp_path)
+        # XLA's executable is in the directory, in JAX's own file (minixla stores none for this backend)
+        files = [p.name for p in tmp_path.iterdir()]
+        assert any(n.startswith("jit_") and not n.endswith(".mxc") for n in files), files
+        assert not any(n.endswith(".mxc") for n in files)
     pc.enable_jax_cache()
     assert jax.config.jax_compilation_cache_dir == prev
+
+
+def test_source_fingerprint_memo(cache_dir, monkeypatch):
+    """The sources are hashed once per directory and version of the files (their stat
+    signature); the memo is written with an entry and removed by ``clear``."""
+    from minixla.cache import key as K
+    monkeypatch.setattr(K, "_unwritten_memo", [])
+    computed = K.source_fingerprint.__wrapped__()
+    assert computed == K._content_fingerprint(*K._source_files())
+    assert not cache_dir.exists()  # (nothing written without an entry)
+    _compile()
+    (memo,) = [p for p in cache_dir.iterdir() if p.name.startswith("minixla-sources-")]
+    assert memo.read_text() == computed
+    memo.write_text("f" * 64)  # what the memo says is what a process with these files uses
+    assert K.source_fingerprint.__wrapped__() == "f" * 64
+    memo.write_text("garbage")  # an unreadable memo: hashed again
+    assert K.source_fingerprint.__wrapped__() == computed
+    store.clear(str(cache_dir))
+    assert list(cache_dir.iterdir()) == []

@@ -110,18 +110,20 @@ def test_clear_cache_and_bounded_lru(log):
         assert "never seen function" in _messages(log)[-1]
 
 
-def test_x64_mode_is_part_of_the_key():
+def test_x64_mode_is_part_of_the_key(log):
     """Regression: a program traced without x64 was reused after enabling it (f64 input
-    compiled as f32); JAX keys its cache on the config too."""
+    compiled as f32); JAX keys its cache on the config too, and the miss says so."""
     f = minixla.jit(lambda x: x * 2, backend="jax")
     x = np.ones(3, np.float64)
     assert f(x).dtype == jnp.asarray(x).dtype == np.float32
     prev = jax.config.jax_enable_x64
     jax.config.update("jax_enable_x64", True)
     try:
-        assert f(x).dtype == (jax.numpy.asarray(x) * 2).dtype == np.float64
+        with minixla.config.override(minixla_explain_cache_misses=True):
+            assert f(x).dtype == (jax.numpy.asarray(x) * 2).dtype == np.float64
     finally:
         jax.config.update("jax_enable_x64", prev)
+    assert "config jax_enable_x64: now True and before False" in _messages(log)[-1]
 
 
 def test_cached_call_checks_nothing_twice_but_still_converts():

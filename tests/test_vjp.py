@@ -123,15 +123,17 @@ def test_grad_third_order():
 
 def test_make_jaxpr_of_grad_shows_the_backward_pass():
     text = str(minixla.make_jaxpr(minixla.grad(lambda x: mnp.sum(mnp.sin(x) * x)))(np.ones(3, np.float32)))
-    # (the primal output nobody reads prints as ``_``, as jax.make_jaxpr prints it)
-    assert text == """{ lambda a:f32[3]; b:f32[3]. let
-    c:f32[3] = sin b
-    d:f32[3] = cos b
-    e:f32[3] = mul c b
-    _:f32[] = reduce_sum[axes=(0,)] e
-    f:f32[3] = mul c a
-    g:f32[3] = mul a b
-    h:f32[3] = mul g d
+    # (the primal output nobody reads prints as ``_``, and the seed cotangent is broadcast in
+    # the jaxpr -- staged, not computed eagerly -- as jax.make_jaxpr prints them)
+    assert text == """{ lambda ; a:f32[3]. let
+    b:f32[3] = sin a
+    c:f32[3] = cos a
+    d:f32[3] = mul b a
+    _:f32[] = reduce_sum[axes=(0,)] d
+    e:f32[3] = broadcast_in_dim[shape=(3,) broadcast_dimensions=()] 1.0:f32[]
+    f:f32[3] = mul b e
+    g:f32[3] = mul e a
+    h:f32[3] = mul g c
     i:f32[3] = add f h
   in (i,) }"""
 

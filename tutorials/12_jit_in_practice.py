@@ -155,14 +155,20 @@ assert k._cache_size() == 2
 # The in-memory cache dies with the process: a restarted script, a new server worker or a
 # notebook kernel restart compiles everything again. With a cache directory set
 # (`minixla.config.update("minixla_compilation_cache_dir", path)` or
-# `MINIXLA_COMPILATION_CACHE_DIR`), each compile runs tracing, lowering and the HLO passes as
-# before, then looks the *optimized program* up on disk. A hit loads the stored executable —
-# the object code of every kernel and the plan around it (buffer assignment, arena size, the
-# pointer table, the call sequence) — with no buffer assignment, kernel emission or LLVM. A miss
-# compiles and writes the entry.
+# `MINIXLA_COMPILATION_CACHE_DIR`), each compile traces and lowers as before, then looks the
+# program up on disk at two levels. The *lowered* program (the HLO before any pass) names a small
+# entry that points at its optimized program's entry: a hit there skips the passes too.
+# Otherwise the passes run and the *optimized program* is looked up. A hit loads the stored
+# executable — the object code of every kernel and the plan around it (buffer assignment, arena
+# size, the pointer table, the call sequence) — with no buffer assignment, kernel emission or
+# LLVM. A miss compiles and writes the entry, and the first-level entry pointing at it. (The
+# first level is sound because the passes are a function of the module alone: no option, no
+# host property, no iteration in `id()` order — so one lowered program always optimizes to the
+# same program.)
 #
 # The key must be the same in every process for the same program and different whenever the
-# generated code could differ. It hashes the optimized HLO text and its constants' bytes, the
+# generated code could differ. It hashes the HLO text (optimized, or lowered for the first
+# level) and its constants' bytes, the
 # backend and donated arguments, the host target (LLVM's triple, CPU name and features: the code
 # is `-march=native`), the versions (minixla and a fingerprint of its sources, the cache format,
 # llvmlite/LLVM, JAX, Python) and the options that change code (the thread count) — never an
@@ -183,7 +189,8 @@ print("target:", doc["target"]["triple"], doc["target"]["cpu"], len(doc["target"
 
 # %% [markdown]
 # A fresh process with the same directory finds the entry. Counting the modules LLVM compiles
-# shows that it runs no LLVM at all:
+# shows that it runs no LLVM at all, and the cache's counters that it found the lowered
+# program, so it ran no pass either:
 
 # %%
 script = """
@@ -196,15 +203,17 @@ def layer(x, w):
     return mnp.tanh(x @ w)
 c = minixla.jit(layer).lower(x, w).compile()
 print("persistent cache hit:", c.persistent_cache_hit, "| LLVM modules compiled:", compile_stats["jit_modules"])
+from minixla import cache
+print("found at the first level (no pass ran):", cache.stats["lowered_hits"] == 1)
 """
 env = dict(os.environ, MINIXLA_COMPILATION_CACHE_DIR=cache_dir, PYTHONPATH=str(pathlib.Path.cwd().parent))
 out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True).stdout
 print(out)
-assert "hit: True | LLVM modules compiled: 0" in out
+assert "hit: True | LLVM modules compiled: 0" in out and "no pass ran): True" in out
 
 # %% [markdown]
-# (The function must be the same program: the optimized HLO names its module after the
-# function, `jit_layer`.) `python -m minixla.cache list` shows the entries.
+# (The function must be the same program: the HLO names its module after the function,
+# `jit_layer`.) `python -m minixla.cache list` shows the entries.
 #
 # A cache on disk meets a hostile world: a process killed while writing, a full disk, two
 # minixla versions sharing a directory, a file copied from another machine. Entries are written

@@ -1,12 +1,19 @@
 """The persistent compilation cache (JAX's ``jax/_src/compilation_cache.py``).
 
 Turn it on with ``minixla.config.update("minixla_compilation_cache_dir", path)`` or
-``MINIXLA_COMPILATION_CACHE_DIR=path``. Every compile then runs trace, lowering and the HLO
-passes as usual, computes the key of the optimized program (``key.py``) and looks it up on
-disk (``store.py``): a hit loads the stored executable -- machine code and plan -- without
-buffer assignment, kernel emission or LLVM (``backends/llvm/serialization.py``); a miss
-compiles and, when the compile took at least ``minixla_persistent_cache_min_compile_time_secs``,
-writes the entry. The directory keeps at most ``minixla_compilation_cache_max_size`` bytes of
+``MINIXLA_COMPILATION_CACHE_DIR=path``. Every compile then traces and lowers as usual and
+looks the program up on disk (``store.py``) at two levels:
+
+1. the *lowered* program's key (``key.lowered_cache_key``, before any pass) names a small
+   entry pointing at the optimized program's entry: a hit loads that executable and the
+   stored pass and fusion logs, and no pass runs (``load_lowered``);
+2. otherwise the passes run and the *optimized* program's key (``key.cache_key``) is looked
+   up: a hit loads the stored executable -- machine code and plan -- without buffer
+   assignment, kernel emission or LLVM (``backends/llvm/serialization.py``); a miss compiles
+   and, when the compile took at least ``minixla_persistent_cache_min_compile_time_secs``,
+   writes the entry. Either way the first-level entry is then written (``save_lowered``).
+
+Dumping (``MINIXLA_DUMP``) skips the first level: a dump wants the passes to run. The directory keeps at most ``minixla_compilation_cache_max_size`` bytes of
 entries (least recently used evicted first).
 
 Nothing here raises into the user's call: an entry that cannot be read or written (corrupted,
@@ -24,20 +31,27 @@ this module counts this process's hits, misses and writes.
 """
 from __future__ import annotations
 
+import os
+import pickle
 import time
 
 from minixla.cache import store
-from minixla.cache.key import FORMAT_VERSION, cache_key, host_target, key_document, versions
+from minixla.cache.key import (FORMAT_VERSION, cache_key, host_target, key_document, lowered_cache_key,
+                               versions)
 from minixla.cache.store import CompilationCacheWarning
 from minixla.config import config
 
-__all__ = ["cache_key", "key_document", "CompilationCacheWarning", "directory", "load", "save",
+__all__ = ["cache_key", "lowered_cache_key", "key_document", "CompilationCacheWarning", "directory", "load",
+           "save", "load_lowered", "save_lowered",
            "stats", "reset_stats", "enable_jax_cache", "SERIALIZABLE_BACKENDS"]
 
 #: backends whose executables this cache stores (the jax backend uses JAX's own cache)
 SERIALIZABLE_BACKENDS = ("llvm",)
 
-stats = {"hits": 0, "misses": 0, "writes": 0, "skipped_fast": 0, "load_failures": 0, "ms_saved": 0.0}
+#: this process's counts: ``hits`` (of which ``lowered_hits`` skipped the passes too), ``misses``
+#: (of the optimized program's key), ``writes`` (entries and first-level entries)
+stats = {"hits": 0, "lowered_hits": 0, "misses": 0, "writes": 0, "skipped_fast": 0, "load_failures": 0,
+         "ms_saved": 0.0}
 
 
 def reset_stats() -> None:
@@ -103,7 +117,74 @@ def save(key, module, backend: str, executable, compile_ms: float) -> bool:
                   created=time.time())
     ok = store.write(d, key, header, payload, config.read("minixla_compilation_cache_max_size"))
     stats["writes"] += ok
+    if ok:
+        from minixla.cache.key import write_source_memo
+        write_source_memo()
     return ok
+
+
+# -- the first level: lowered program -> optimized program's entry --------------------------------
+
+def load_lowered(module, backend: str, donated=()):
+    """``(lowered key, hit)`` for the *lowered* ``module`` (before the passes): ``hit`` is
+    ``(executable, pass_log, fusion_log, kernels_unfused)`` when an entry maps this program
+    to a stored optimized one (``save_lowered``), so the passes need not run; else None (and
+    the key is what ``save_lowered`` needs, or None when the cache is off)."""
+    d = directory()
+    if d is None or backend not in SERIALIZABLE_BACKENDS:
+        return None, None
+    try:
+        lkey = lowered_cache_key(module, backend, donated)
+    except Exception as e:  # (never fail a compile over the cache)
+        store.warn(f"cannot compute the lowered key: {type(e).__name__}: {e}; compiling")
+        return None, None
+    found = store.read(d, lkey, _expect())
+    if found is None:
+        return lkey, None
+    header, payload = found
+    target = header.get("alias")
+    entry = store.read(d, target, _expect()) if isinstance(target, str) else None
+    if entry is None:  # (the optimized program's entry was evicted: compile; both are rewritten)
+        return lkey, None
+    try:
+        from minixla.backends.llvm.serialization import deserialize
+        pass_log, fusion_log, kernels_unfused = _unpickle(payload)
+        exe = deserialize(entry[1])
+    except Exception as e:
+        stats["load_failures"] += 1
+        store.warn(f"cannot load entry {store.entry_path(d, lkey)}: {type(e).__name__}: {e}; "
+                   "compiling (it will be rewritten)")
+        return lkey, None
+    stats["hits"] += 1
+    stats["lowered_hits"] += 1
+    stats["ms_saved"] += float(entry[0].get("compile_ms", 0.0))
+    return lkey, (exe, pass_log, fusion_log, kernels_unfused)
+
+
+def save_lowered(lkey, key, module, backend: str, pass_log, fusion_log, kernels_unfused) -> bool:
+    """Point the lowered program's key ``lkey`` at the optimized program's entry ``key``
+    (written or found by this compile), with the pass and fusion logs the passes produced,
+    so that ``Compiled.pass_log`` / ``fusion_log`` read the same on a hit. Never raises."""
+    d = directory()
+    if d is None or lkey is None or key is None or backend not in SERIALIZABLE_BACKENDS:
+        return False
+    if not os.path.isfile(store.entry_path(d, key)):  # (not written: below the minimum compile time)
+        return False
+    try:
+        payload = pickle.dumps((list(pass_log), list(fusion_log), int(kernels_unfused)), protocol=5)
+    except Exception as e:
+        store.warn(f"cannot serialize the pass log of {module.name}: {type(e).__name__}: {e}; not cached")
+        return False
+    header = dict(_expect(), name=module.name, backend=backend, alias=key, compile_ms=0.0,
+                  created=time.time())
+    ok = store.write(d, lkey, header, payload, config.read("minixla_compilation_cache_max_size"), keep=(key,))
+    stats["writes"] += ok
+    return ok
+
+
+def _unpickle(payload: bytes):
+    pass_log, fusion_log, kernels_unfused = pickle.loads(payload)
+    return pass_log, fusion_log, kernels_unfused
 
 
 _jax_cache_dir = None  # the directory JAX's cache was pointed at by us, or None

@@ -1,8 +1,9 @@
 """``python -m minixla.cache [--dir DIR] {list,stats,clear}``: inspect the persistent cache.
 
 ``--dir`` defaults to ``MINIXLA_COMPILATION_CACHE_DIR``. ``list``: one line per entry (program
-name, size, compile ms it saves, last use); ``stats``: entries, bytes, the cap and the other
-files; ``clear``: delete minixla's entries (other files are left alone).
+name, size, compile ms it saves, last use; a first-level entry, which maps a lowered program
+to its optimized program's entry, is named ``<program> (lowered)``); ``stats``: entries,
+first-level entries, bytes, the cap and the other files; ``clear``: delete minixla's entries (other files are left alone).
 """
 from __future__ import annotations
 
@@ -20,9 +21,12 @@ def _rows(directory):
         try:
             h = store.read_header(path)
             name, ms, backend = h.get("name", "?"), float(h.get("compile_ms", 0.0)), h.get("backend", "?")
+            first_level = "alias" in h
         except (OSError, ValueError):
-            name, ms, backend = "<unreadable>", 0.0, "?"
-        yield path, name, backend, size, ms, used
+            name, ms, backend, first_level = "<unreadable>", 0.0, "?", False
+        if first_level:  # (the lowered program's entry, pointing at the optimized program's)
+            name = f"{name} (lowered)"
+        yield path, name, backend, size, ms, used, first_level
 
 
 def main(argv=None) -> int:
@@ -40,17 +44,20 @@ def main(argv=None) -> int:
     rows = list(_rows(directory))
     if args.command == "list":
         print(f"{'program':32s} {'backend':7s} {'KiB':>8s} {'saves ms':>9s}  last use")
-        for path, name, backend, size, ms, used in sorted(rows, key=lambda r: -r[5]):
+        for path, name, backend, size, ms, used, _ in sorted(rows, key=lambda r: -r[5]):
             stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(used))
             print(f"{name[:32]:32s} {backend:7s} {size / 1024:8.1f} {ms:9.1f}  {stamp}  {os.path.basename(path)[:24]}")
         return 0
     total = sum(r[3] for r in rows)
     try:
-        others = sum(1 for e in os.scandir(directory) if not store._ENTRY_RE.match(e.name))
+        others = sum(1 for e in os.scandir(directory)
+                     if not store._ENTRY_RE.match(e.name) and not store._MEMO_RE.match(e.name))
     except OSError:
         others = 0
     cap = config.read("minixla_compilation_cache_max_size")
-    print(f"directory: {directory}\nentries: {len(rows)}\nbytes: {total}\n"
+    first = sum(1 for r in rows if r[6])
+    print(f"directory: {directory}\nentries: {len(rows) - first}\n"
+          f"first-level entries (lowered program -> entry): {first}\nbytes: {total}\n"
           f"cap: {'unbounded' if cap < 0 else cap}\ncompile ms saved per warm start: {sum(r[4] for r in rows):.1f}\n"
           f"other files (not minixla's): {others}")
     return 0

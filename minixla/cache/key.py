@@ -15,6 +15,9 @@
 
 Built from text and bytes only -- no ``id()``, no per-process ``hash()`` -- so two processes
 compute the same key for the same program.
+
+``lowered_cache_key`` is the same document over the module *before* the passes (the cache's
+first level: it maps the lowered program to the optimized program's entry).
 """
 from __future__ import annotations
 
@@ -30,19 +33,87 @@ import numpy as np
 FORMAT_VERSION = 1
 
 
-@functools.cache
-def source_fingerprint() -> str:
-    """SHA-256 over minixla's Python sources (relative paths and contents)."""
+def _source_files() -> tuple[str, list[str]]:
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    h = hashlib.sha256()
+    paths = []
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
-        for name in sorted(f for f in filenames if f.endswith(".py")):
-            path = os.path.join(dirpath, name)
-            h.update(os.path.relpath(path, root).encode() + b"\0")
-            with open(path, "rb") as f:
-                h.update(f.read())
+        paths += [os.path.join(dirpath, name) for name in sorted(f for f in filenames if f.endswith(".py"))]
+    return root, paths
+
+
+def _content_fingerprint(root, paths) -> str:
+    h = hashlib.sha256()
+    for path in paths:
+        h.update(os.path.relpath(path, root).encode() + b"\0")
+        with open(path, "rb") as f:
+            h.update(f.read())
     return h.hexdigest()
+
+
+#: the memo of ``source_fingerprint`` in the cache directory: ``minixla-sources-<stat sig>.txt``
+SOURCES_MEMO = "minixla-sources-{}.txt"
+
+
+@functools.cache
+def source_fingerprint() -> str:
+    """SHA-256 over minixla's Python sources (relative paths and contents).
+
+    Reading and hashing the 1.5 MB of sources costs ~20 ms, at every process's first compile,
+    so the result is kept in the cache directory under the files' *stat signature* (each one's
+    path, size and modification time in ns): a warm process stats the files and reads the
+    memo. That trusts size and mtime exactly as far as Python's own bytecode cache does (a
+    ``.pyc`` is reused while its source's size and mtime are unchanged): a source changed
+    without changing either would already run stale bytecode. The fingerprint itself stays
+    one of contents, so two checkouts of the same sources share entries."""
+    root, paths = _source_files()
+    sig = hashlib.sha256()
+    for path in paths:
+        st = os.stat(path)
+        sig.update(f"{os.path.relpath(path, root)}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
+    from minixla.config import config
+    directory = config.read("minixla_compilation_cache_dir")
+    memo = os.path.join(directory, SOURCES_MEMO.format(sig.hexdigest())) if directory else None
+    if memo is not None:
+        try:
+            with open(memo) as f:
+                text = f.read().strip()
+            if len(text) == 64 and all(c in "0123456789abcdef" for c in text):
+                return text
+        except OSError:
+            pass
+    fingerprint = _content_fingerprint(root, paths)
+    if memo is not None:
+        _unwritten_memo[:] = [memo, fingerprint]  # (written with the next entry: write_source_memo)
+    return fingerprint
+
+
+_unwritten_memo: list = []
+
+
+def write_source_memo() -> None:
+    """Write the source fingerprint's memo, if this process computed it (``cache.save`` calls
+    this after writing an entry: no memo in a directory without entries). Never raises."""
+    if not _unwritten_memo:
+        return
+    memo, fingerprint = _unwritten_memo
+    tmp = None
+    try:  # (atomically, as the entries; a failure only costs the next process the hashing)
+        import tempfile
+        fd, tmp = tempfile.mkstemp(prefix=".minixla-sources-", suffix=".tmp", dir=os.path.dirname(memo))
+        with os.fdopen(fd, "w") as f:
+            f.write(fingerprint)
+        os.replace(tmp, memo)
+        tmp = None
+        _unwritten_memo.clear()
+    except OSError:
+        pass
+    finally:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
 
 
 @functools.cache
@@ -108,4 +179,24 @@ def key_document(module, backend: str, donated=()) -> dict:
 def cache_key(module, backend: str, donated=()) -> str:
     """The entry's key: 64 hex digits (see the module docstring)."""
     doc = key_document(module, backend, donated)
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
+
+
+def lowered_cache_key(module, backend: str, donated=()) -> str:
+    """The key of the *lowered* module (before any pass), the cache's first level: it names
+    a small entry pointing at the optimized program's entry (``cache_key``), so that a warm
+    process skips the pass pipeline as well as LLVM.
+
+    Why the lowered program may stand for the optimized one: the passes (``jit.Lowered.compile``:
+    the sharding remover, the simplification fixed point, fusion, the memory scheduler) are a
+    function of the module alone -- they read no option, environment variable, host property
+    or clock (``minixla/passes`` reads no config; fusion's and buffer assignment's choices
+    depend on shapes, opcodes and the donated parameters), and they iterate in program order,
+    never in the order of ``id()`` s or hashes, so their output is the same in every process
+    (``tests/test_compilation_cache.py`` compares it). Everything else the optimized key holds
+    -- backend, donation, target, versions (minixla's source fingerprint covers the passes'
+    code), code options -- is in this document too, with ``"stage": "lowered"`` keeping the
+    two kinds of key apart. Even if a pass were not deterministic, any module it produced from
+    this one is a correct compilation of it: the entry is always a valid answer."""
+    doc = dict(key_document(module, backend, donated), stage="lowered")
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()

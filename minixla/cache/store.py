@@ -29,7 +29,9 @@ import warnings
 MAGIC = b"MXLACHE1"
 PREFIX, SUFFIX = "minixla-", ".mxc"
 _ENTRY_RE = re.compile(r"^minixla-[0-9a-f]{64}\.mxc$")
-_TEMP_RE = re.compile(r"^\.minixla-[0-9a-f]{64}\..*\.tmp$")
+_TEMP_RE = re.compile(r"^\.minixla-([0-9a-f]{64}\..*|sources-.*)\.tmp$")
+#: the source fingerprint's memo (``key.source_fingerprint``)
+_MEMO_RE = re.compile(r"^minixla-sources-[0-9a-f]{64}\.txt$")
 #: temporary files older than this (seconds) are a crashed writer's: eviction removes them
 STALE_TEMP_S = 3600.0
 
@@ -116,9 +118,9 @@ def read(directory: str, key: str, expect: dict) -> tuple[dict, bytes] | None:
     return header, payload
 
 
-def write(directory: str, key: str, header: dict, payload: bytes, max_size: int) -> bool:
-    """Write the entry atomically, then evict past ``max_size`` bytes (-1: no cap). Never
-    raises: a failure warns and returns False."""
+def write(directory: str, key: str, header: dict, payload: bytes, max_size: int, keep=()) -> bool:
+    """Write the entry atomically, then evict past ``max_size`` bytes (-1: no cap), never this
+    entry or those of the keys in ``keep``. Never raises: a failure warns and returns False."""
     tmp = None
     try:
         data = encode(dict(header, key=key), payload)
@@ -146,7 +148,7 @@ def write(directory: str, key: str, header: dict, payload: bytes, max_size: int)
             except OSError:
                 pass
     if max_size >= 0:
-        evict(directory, max_size, keep=key)
+        evict(directory, max_size, keep=(key, *keep))
     return True
 
 
@@ -177,9 +179,10 @@ def entries(directory: str) -> list[tuple[str, int, float]]:
     return out
 
 
-def evict(directory: str, max_size: int, keep: str | None = None) -> int:
+def evict(directory: str, max_size: int, keep=()) -> int:
     """Delete least recently used entries until they total at most ``max_size`` bytes (and
-    crashed writers' stale temporary files). Returns the number of entries deleted."""
+    crashed writers' stale temporary files), except those of the keys in ``keep`` (a key or a
+    sequence of keys). Returns the number of entries deleted."""
     now = time.time()
     try:
         for e in os.scandir(directory):
@@ -194,11 +197,11 @@ def evict(directory: str, max_size: int, keep: str | None = None) -> int:
     listed = entries(directory)
     total = sum(size for _, size, _ in listed)
     deleted = 0
-    keep_path = entry_path(directory, keep) if keep else None
+    keep_paths = {entry_path(directory, k) for k in ((keep,) if isinstance(keep, str) else keep or ())}
     for path, size, _ in listed:
         if total <= max_size:
             break
-        if path == keep_path:
+        if path in keep_paths:
             continue
         try:
             os.unlink(path)
@@ -212,7 +215,8 @@ def evict(directory: str, max_size: int, keep: str | None = None) -> int:
 
 
 def clear(directory: str) -> int:
-    """Delete every entry (only minixla's entry files). Returns how many."""
+    """Delete every entry (only minixla's entry files, and the source fingerprint's memo).
+    Returns how many entries."""
     n = 0
     for path, _, _ in entries(directory):
         try:
@@ -220,4 +224,17 @@ def clear(directory: str) -> int:
             n += 1
         except OSError:
             pass
+    for path in memos(directory):
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
     return n
+
+
+def memos(directory: str) -> list[str]:
+    """The source fingerprint's memo files in ``directory`` (``key.source_fingerprint``)."""
+    try:
+        return [e.path for e in os.scandir(directory) if _MEMO_RE.match(e.name)]
+    except OSError:
+        return []

@@ -47,10 +47,13 @@ class Primitive:
 
     def bind(self, *args, **params):
         """Apply the primitive: stage it out if any argument is a tracer, else run it eagerly."""
-        from minixla.core.tracing import current_jaxpr_trace, find_trace
+        from minixla.core.tracing import _trace_stack, current_jaxpr_trace, find_trace
         trace = find_trace(args)
-        if trace is None and not args and not _eager.depth:
-            trace = current_jaxpr_trace()  # an operand-less primitive (iota) is staged, as in JAX
+        if trace is None and not _eager.depth and (not args or _trace_stack.stage_constant_ops):
+            # an operand-less primitive (iota) is staged, as in JAX; so is every primitive in
+            # ``tracing.staging_constant_ops`` (grad's backward pass under a trace) -- but not
+            # inside an eager implementation (a constant loop's body), whose values are concrete
+            trace = current_jaxpr_trace()
         if trace is not None:
             return trace.process_primitive(self, args, params)
         args = [np.asarray(a) if isinstance(a, WeakScalar) else a for a in args]

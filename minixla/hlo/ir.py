@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import networkx as nx
 import numpy as np
+
+if TYPE_CHECKING:  # (networkx is imported where a graph is built: it costs ~0.2 s at import)
+    import networkx as nx
 
 #: XLA's element type names.
 _XLA_DTYPE_NAMES = {
@@ -158,6 +161,7 @@ class HloComputation:
 
     def graph(self) -> nx.DiGraph:
         """The dataflow graph: an edge operand -> user for every use."""
+        import networkx as nx
         g = nx.DiGraph()
         g.add_nodes_from(self.instructions)
         for i in self.instructions:
@@ -189,13 +193,22 @@ class HloComputation:
 
     def sort_topologically(self):
         """Re-establish operands-before-users order (stable: keeps the current order when valid)."""
+        import networkx as nx
         pos = {i: n for n, i in enumerate(self.instructions)}
         g = self.graph()
         self.instructions = list(nx.lexicographical_topological_sort(g, key=lambda i: pos[i]))
 
     def remove_dead(self) -> bool:
         """Drop instructions the root does not depend on (parameters are kept)."""
-        live = set(nx.ancestors(self.graph(), self.root)) | {self.root}
+        # (the root's ancestors by a walk over operands rather than networkx's ``ancestors``:
+        # lowering runs this on every trace, and a process whose programs all come from the
+        # persistent cache then never imports networkx, ~0.2 s)
+        live, todo = {self.root}, [self.root]
+        while todo:
+            for o in todo.pop().operands:
+                if o not in live:
+                    live.add(o)
+                    todo.append(o)
         before = len(self.instructions)
         self.instructions = [i for i in self.instructions if i in live or i.opcode == "parameter"]
         return len(self.instructions) != before

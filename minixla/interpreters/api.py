@@ -14,7 +14,7 @@ from jax import tree_util
 
 from minixla.core import errors
 from minixla.core.avals import get_aval
-from minixla.core.tracing import Tracer, new_trace, trace_to_jaxpr
+from minixla.core.tracing import Tracer, new_trace, staging_constant_ops, trace_to_jaxpr
 from minixla.core.tracing import flatten_fun as _flatten_fun_kw
 from minixla.interpreters import ad, ad_rules, ad_scatter_rules, jit_call, sharding_rules  # noqa: F401 (they register rules)
 from minixla.interpreters.ad import Zero, float0, is_float, tangent_aval, zeros_like_aval
@@ -289,7 +289,13 @@ def value_and_grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=F
         out, pullback = res[0], res[1]
         _check_scalar(out)
         ct = np.ones((), get_aval(out).dtype)[()]
-        g = pullback(ct)
+        if isinstance(out, Tracer):
+            # (under jit: the operations on the constant seed are staged, as in JAX's jaxpr,
+            # not evaluated one by one with JAX -- each an XLA compile)
+            with staging_constant_ops():
+                g = pullback(ct)
+        else:
+            g = pullback(ct)
         g = g[0] if isinstance(argnums, int) else tuple(g)
         if has_aux:
             return (out, res[2]), g

@@ -123,6 +123,14 @@ def arange(start, stop=None, step=None, dtype=None):
     for v in (start, stop, step):
         if isinstance(v, Tracer):
             raise errors.ConcretizationTypeError(f"arange needs static (non-traced) bounds{_where_line()}")
+    from minixla.core.tracing import current_jaxpr_trace
+    if step is None and (stop is None or (np.ndim(start) == 0 and start == 0)) and current_jaxpr_trace():
+        # Inside a trace, ``arange(n)`` is JAX's own ``broadcasted_iota`` (jnp.arange's code):
+        # staged, not computed by an eager JAX op (an XLA compile, ~40 ms at a process's start).
+        # Its dtype and size are JAX's (``eval_shape`` traces jnp.arange, compiling nothing).
+        import jax
+        out = jax.eval_shape(lambda: _jnp.arange(start, stop, step, dtype=dtype))
+        return lax.broadcasted_iota(out.dtype, out.shape, 0)
     return lax.stage_constant(np.asarray(_jnp.arange(start, stop, step, dtype=dtype)))
 
 
