@@ -58,10 +58,25 @@ def test_errors_like_jax():
         mla.norm(M, ord="max")
     with pytest.raises(ValueError, match="Improper number of axes"):
         mla.norm(A, ord=1)
-    with pytest.raises(errors.UnsupportedError, match="SVD"):
-        mla.norm(M, ord=2)
-    with pytest.raises(errors.UnsupportedError, match="inverse"):
-        mla.matrix_power(M, -1)
+    # the decompositions' errors, as jax.numpy.linalg's (checked before anything is computed)
+    for fn, args, exc, msg in [
+            ("det", (A,), ValueError, r"Argument to _det\(\) must have shape \[..., n, n\], got \(2, 3, 4\)"),
+            ("det", (V,), ValueError, r"_det\(\) must have shape"),
+            ("slogdet", (A,), ValueError, r"Argument to slogdet\(\) must have shape"),
+            ("inv", (A,), ValueError, r"Argument to inv must have shape \[..., n, n\], got \(2, 3, 4\)\."),
+            ("solve", (M, V), ValueError, "inconsistent size for core dimension 'm': 5 vs 3"),
+            ("solve", (V, V), ValueError, "left hand array must be at least two dimensional"),
+            ("solve", (np.stack([M, M]), M[:2]), ValueError, "Prior to JAX v0.5.0"),
+            ("qr", (V,), TypeError, "must have rank at least 2"), ("qr", (M, "raw2"), ValueError, "Unsupported QR"),
+            ("cholesky", (A,), TypeError, "square"), ("eigh", (A,), TypeError, "square"),
+            ("svd", (V,), TypeError, "must have rank at least 2"),
+            ("lstsq", (M, V), ValueError, "Leading dimensions of input arrays must match")]:
+        with pytest.raises(exc, match=msg):
+            getattr(mla, fn)(*args)
+        with pytest.raises(exc):  # (JAX raises the same class)
+            getattr(jnp.linalg, fn)(*args)
+    with pytest.raises(ValueError, match="only one of tol or rtol"):
+        mla.matrix_rank(M, 1e-3, tol=1e-3)
     with pytest.raises(TypeError, match="must be square"):
         mla.matrix_power(A, 2)
     with pytest.raises(TypeError, match="exponent must be an integer"):

@@ -1,0 +1,128 @@
+"""minixla.lax.linalg (lu, triangular_solve, cholesky, qr, eigh, svd) and the decompositions of
+minixla.numpy.linalg (det, slogdet, inv, solve, eigh, svd, pinv, lstsq, ...) against JAX eager
+(LAPACK), under jit on both backends, in float32 and float64, sizes 1, 2, 3 (batched), 8 and 33.
+
+Tolerances come from the conditioning, computed here with NumPy: a backward-stable
+factorization of ``A`` is accurate to ~``eps * cond(A)`` relative; eigenvalues to
+``eps * ||A||`` absolute; an eigenvector (here the sign-free projector ``V diag(c) V^T``) to
+``eps * ||A|| / gap``. Eigen- and singular vectors are compared through sign-invariant products
+(``V diag(c) V^T``, ``U diag(c) V^T``), since their signs are not unique. Each program holds
+many cases, so few programs are compiled.
+"""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.lax import linalg as jla
+
+import minixla
+import minixla.numpy as mnp
+import minixla.numpy.linalg as mla
+from minixla.core import errors
+from minixla.lax import linalg as la
+from minixla.testing import check_against_jax
+
+import os
+
+rng = np.random.default_rng(7)
+DEEP = os.environ.get("MINIXLA_DEEP_LINALG") == "1"
+# (each decomposition is a loop nest costing ~0.5-1 s to compile per backend: the default run
+# compiles each once or twice; MINIXLA_DEEP_LINALG=1 runs every size in both dtypes on both backends)
+SIZES = {np.float32: [(2, 3, 3), (33, 33)], np.float64: [(1, 1), (2, 2), (8, 8)]}
+ALL_SIZES = [(1, 1), (2, 2), (2, 3, 3), (8, 8), (33, 33)]
+EVERYTHING = ("lu", "triangular_solve", "cholesky", "eigh", "svd", "qr")
+#: what the default run does at each size (the big one: the loops whose trip count grows)
+DEFAULT_OPS = {(33, 33): ("lu", "cholesky", "eigh"), (2, 2): ("lu", "svd", "eigh"), (1, 1): ("lu", "cholesky", "qr")}
+
+
+def _orth(shape):
+    return np.linalg.qr(rng.standard_normal(shape))[0]
+
+
+def _mats(dt, sizes):
+    """Random matrices with singular values spread over [1, 3] and SPD matrices with eigenvalues
+    over [1, 4] (random orthogonal factors): conditioned and separated enough that the
+    tolerances stay meaningful at every size, the gaps known."""
+    mats, spds = [], []
+    for s in sizes:
+        n = s[-1]
+        q1, q2, q3 = _orth(s), _orth(s), _orth(s)
+        mats.append(((q1 * np.linspace(1, 3, n)) @ q2).astype(dt))
+        spds.append(((q3 * np.linspace(1, 4, n)) @ np.swapaxes(q3, -1, -2)).astype(dt))
+    return mats, spds
+
+
+def _program(lin, np_, ops):
+    """The decompositions ``ops[i]`` of matrix ``i``, as quantities that do not depend on sign choices."""
+    def prog(mats, spds, tall, wide):
+        out = []
+        for a, s, which in zip(mats, spds, ops):
+            n = a.shape[-1]
+            c = np_.arange(1, n + 1, dtype=a.dtype)
+            if "lu" in which:
+                out += list(lin.lu(a))
+            if "triangular_solve" in which:
+                out.append(lin.triangular_solve(a, s, left_side=True, lower=True))
+                out.append(lin.triangular_solve(a, s, left_side=False, lower=False, transpose_a=True,
+                                                unit_diagonal=True))
+            if "cholesky" in which:
+                out.append(lin.cholesky(s))
+            if "eigh" in which:
+                v, w = lin.eigh(s)
+                out += [w, (v * c) @ np_.swapaxes(v, -1, -2)]
+            if "svd" in which:
+                u, sv, vh = lin.svd(a)
+                out += [sv, (u * c) @ vh]
+            if "qr" in which:
+                out += list(lin.qr(a))
+        if tall is not None:
+            out += list(lin.qr(tall, full_matrices=False)) + list(lin.qr(wide))
+            u, sv, vh = lin.svd(tall, full_matrices=False)
+            out += [sv, (u * sv) @ vh]
+        return out
+    return prog
+
+
+def _tolerances(dt, mats, spds):
+    """(rtol, atol) for the whole program: the worst case over its matrices."""
+    eps = np.finfo(dt).eps
+    worst = 1.0
+    for a, s in zip(mats, spds):
+        for m in (a.reshape(-1, *a.shape[-2:]), s.reshape(-1, *s.shape[-2:])):
+            worst = max(worst, float(np.max(np.linalg.cond(m.astype(np.float64)))))
+        for x in (s, a):  # the eigen/singular-value gaps (projectors' conditioning)
+            x64 = x.reshape(-1, *x.shape[-2:]).astype(np.float64)
+            vals = np.linalg.eigvalsh(x64) if x is s else np.linalg.svd(x64, compute_uv=False)
+            gaps = np.diff(np.sort(vals, axis=-1), axis=-1)
+            if gaps.size:
+                worst = max(worst, float(np.max(np.abs(vals))) / float(np.min(gaps)))
+    return 30 * eps * worst, 30 * eps * worst
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+def test_decompositions_match_jax_on_both_backends(dt, x64):
+    sizes = ALL_SIZES if DEEP else SIZES[dt]
+    ops = [EVERYTHING if DEEP else DEFAULT_OPS.get(s, EVERYTHING) for s in sizes]
+    mats, spds = _mats(dt, sizes)
+    tall, wide = rng.standard_normal((9, 5)).astype(dt), rng.standard_normal((4, 6)).astype(dt)
+    if dt == np.float64 and not DEEP:
+        tall = wide = None
+    rtol, atol = _tolerances(dt, mats + ([] if tall is None else [tall]),
+                             spds + ([] if tall is None else [tall.T @ tall]))
+    assert rtol < (1e-2 if dt == np.float32 else 1e-9)  # (a test that can fail)
+    backends = ("llvm", "jax") if DEEP or dt == np.float32 else ("llvm",)
+    check_against_jax(_program(la, mnp, ops), _program(jla, jnp, ops), mats, spds, tall, wide,
+                      rtol=rtol, atol=atol, backends=backends)
+
+
+def test_grad_of_a_loop_whose_body_computes_from_literals_only():
+    # regression: re-tracing a scan/while body for jvp/transpose ran its literal-only equations
+    # (``zeros(())``, ``sin(ones(3))``) eagerly, and the re-traced body then closed over them
+    # (an AssertionError in the scan JVP); every loop in minixla.lax.linalg has such equations
+    def f(np_, lax):
+        body = lambda i, c: np_.where(c > 0, c, np_.zeros((), c.dtype)) * 2 + np_.sin(np_.ones(3))  # noqa: E731
+        return lambda x: lax.fori_loop(0, 3, body, x).sum()
+    x = np.array([1.0, -2.0, 0.5], np.float32)
+    np.testing.assert_allclose(minixla.grad(f(mnp, minixla.lax))(x), jax.grad(f(jnp, jax.lax))(x))
+    np.testing.assert_allclose(minixla.vmap(minixla.grad(f(mnp, minixla.lax)))(np.stack([x, -x])),
+                               jax.vmap(jax.grad(f(jnp, jax.lax)))(np.stack([x, -x])))
