@@ -147,3 +147,34 @@ def test_orthogonal_initializer_matches_jax():
     np.testing.assert_allclose(q.T @ q, np.eye(3), atol=1e-6)
     with pytest.raises(ValueError, match="at least a 2D shape"):
         minixla.nn.initializers.orthogonal()(key, (3,))
+
+
+def _loss(np_, lin):
+    """A scalar touching every decomposition's every output (sign-free for eigh/svd)."""
+    def f(a, s, w):
+        c = np_.arange(1.0, 5.0, dtype=a.dtype)
+        v, e = lin.eigh(s)
+        u, sv, vh = lin.svd(a)
+        q, r = lin.qr(a)
+        return (np_.linalg.det(a) + np_.linalg.slogdet(s)[1] + (np_.linalg.inv(a) * w).sum()
+                + (np_.linalg.solve(a, w) * w).sum() + (lin.cholesky(s) * w).sum() + (e * c).sum()
+                + (((v * c) @ v.T) * w).sum() + (sv * c).sum() + (((u * c) @ vh) * w).sum()
+                + (q * w).sum() + (r * w).sum() + (lin.lu(a)[0] * w).sum()
+                + (lin.triangular_solve(s, w, left_side=True, lower=True) * w).sum())
+    return f
+
+
+def test_gradients_match_jax(x64):
+    # reverse mode through the loops (lu, triangular_solve, cholesky, qr: the pivot index carries
+    # no gradient) and through eigh's/svd's custom_jvp, float64, against jax.grad (JAX's own
+    # rules: custom_linear_solve, the LU/Cholesky/QR/eigh/SVD JVPs); the reference runs under
+    # jax.jit, whose LAPACK calls are JAX eager's (eager grad here costs ~10 s of CPU)
+    r = np.random.default_rng(1)
+    a = r.standard_normal((4, 4))
+    s = a @ a.T + np.eye(4)
+    w = r.standard_normal((4, 4))
+    got = minixla.jit(minixla.grad(_loss(mnp, la), argnums=(0, 1)))(a, s, w)
+    want = jax.jit(jax.grad(_loss(jnp, jla), argnums=(0, 1)))(a, s, w)
+    # cond(a) ~ 6, the eigen/singular-value gaps >= 0.2: derivatives lose those factors only
+    for g, x in zip(got, want):
+        np.testing.assert_allclose(g, x, rtol=1e-9, atol=1e-9)
