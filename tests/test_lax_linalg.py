@@ -20,7 +20,7 @@ import minixla.numpy as mnp
 import minixla.numpy.linalg as mla
 from minixla.core import errors
 from minixla.lax import linalg as la
-from minixla.testing import check_against_jax
+from minixla.testing import _describe_mismatch, check_against_jax
 
 import os
 
@@ -31,7 +31,8 @@ DEEP = os.environ.get("MINIXLA_DEEP_LINALG") == "1"
 ALL_SIZES = [(1, 1), (2, 2), (2, 3, 3), (8, 8), (33, 33)]
 EVERYTHING = ("lu", "triangular_solve", "cholesky", "eigh", "svd", "qr")
 #: what the default run does at each size (the big one: the loops whose trip count grows)
-DEFAULT_OPS = {(33, 33): ("lu", "cholesky", "eigh"), (2, 2): ("eigh",), (1, 1): ("lu", "qr")}
+DEFAULT_OPS = {(33, 33): ("lu", "cholesky", "eigh"), (2, 2): ("eigh",), (1, 1): ("lu", "qr"),
+               (8, 8): ("lu", "triangular_solve", "cholesky", "eigh", "svd")}
 
 
 def _orth(shape):
@@ -98,6 +99,18 @@ def _tolerances(dt, mats, spds):
     return 30 * eps * worst, 30 * eps * worst
 
 
+def check_against_jitted_jax(f, jax_f, *args, rtol, atol, backend):
+    """``check_against_jax`` with the reference under ``jax.jit``: the same LAPACK calls as JAX
+    eager (``disable_jit`` would also run every small op of jnp.linalg's wrappers one by one,
+    ~5 s of CPU a program here); the tolerances are the conditioning's, far above an ulp."""
+    want = jax.tree_util.tree_leaves(jax.jit(jax_f)(*args))
+    got = jax.tree_util.tree_leaves(minixla.jit(f, backend=backend)(*args))
+    assert len(got) == len(want)
+    problems = [m for i, (g, w) in enumerate(zip(got, want))
+                if (m := _describe_mismatch(f"[{backend}] output {i}", g, w, rtol, atol))]
+    assert not problems, "\n".join(problems)
+
+
 #: (dtype, backend, sizes, with the tall/wide QR and SVD): the hand-off's XLA compile of these
 #: loops is the dearest (~10 s for the float32 program), so by default it gets the batched case only
 CONFIGS = [(np.float32, "llvm", [(2, 3, 3), (33, 33)], True), (np.float64, "llvm", [(1, 1), (2, 2), (8, 8)], False),
@@ -116,8 +129,8 @@ def test_decompositions_match_jax(dt, backend, sizes, rect, x64):
     rtol, atol = _tolerances(dt, mats + ([] if tall is None else [tall]),
                              spds + ([] if tall is None else [tall.T @ tall]))
     assert rtol < (1e-2 if dt == np.float32 else 1e-9)  # (a test that can fail)
-    check_against_jax(_program(la, mnp, ops), _program(jla, jnp, ops), mats, spds, tall, wide,
-                      rtol=rtol, atol=atol, backends=(backend,))
+    check_against_jitted_jax(_program(la, mnp, ops), _program(jla, jnp, ops), mats, spds, tall, wide,
+                             rtol=rtol, atol=atol, backend=backend)
 
 
 def test_grad_of_a_loop_whose_body_computes_from_literals_only():
