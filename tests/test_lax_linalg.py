@@ -17,7 +17,6 @@ from jax.lax import linalg as jla
 
 import minixla
 import minixla.numpy as mnp
-import minixla.numpy.linalg as mla
 from minixla.core import errors
 from minixla.lax import linalg as la
 from minixla.testing import _describe_mismatch, check_against_jax
@@ -191,3 +190,17 @@ def test_gradients_match_jax(x64):
     # cond(a) ~ 6, the eigen/singular-value gaps >= 0.2: derivatives lose those factors only
     for g, x in zip(got, want):
         np.testing.assert_allclose(g, x, rtol=1e-9, atol=1e-9)
+
+
+def test_errors_as_jax():
+    v, m23 = np.ones(3, np.float32), np.ones((2, 3), np.float32)
+    for fn, args, exc, msg in [(la.lu, (v,), TypeError, "Input 0 to lu must have rank at least 2"),
+                               (la.qr, (v,), TypeError, "Input 0 to qr must have rank at least 2"),
+                               (la.triangular_solve, (m23, m23), ValueError, "must be a square matrix"),
+                               (la.cholesky, (m23,), TypeError, "square"), (la.eigh, (m23,), TypeError, "square")]:
+        with pytest.raises(exc, match=msg):
+            fn(*args)
+        with pytest.raises(exc):  # (the class JAX raises)
+            getattr(jla, fn.__name__)(*args)
+    with pytest.raises(errors.UnsupportedError, match="pivoting"):
+        la.qr(np.eye(2, dtype=np.float32), pivoting=True)

@@ -9,7 +9,6 @@ import pytest
 
 import minixla
 import minixla.numpy.linalg as mla
-from minixla.core import errors
 from minixla.testing import check_against_jax
 
 rng = np.random.default_rng(0)

@@ -165,8 +165,6 @@ def _solve_lower_left(a, b, unit_diagonal):
     mnp, lax = _mnp(), _lax()
     m = get_aval(a).shape[-1]
     rows = _idx(m)
-    dt = get_aval(b).dtype
-    zero = mnp.zeros((), dt)
 
     def step(k, x):
         xk = _row(x, k)
@@ -175,7 +173,6 @@ def _solve_lower_left(a, b, unit_diagonal):
         lk = _col(a, k)
         x = mnp.where((rows > k)[:, None], x - lk[..., :, None] * xk[..., None, :], x)
         return mnp.where((rows == k)[:, None], xk[..., None, :], x)
-    del zero
     return lax.fori_loop(0, m, step, b)
 
 
