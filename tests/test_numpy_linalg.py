@@ -9,7 +9,6 @@ import pytest
 
 import minixla
 import minixla.numpy.linalg as mla
-from minixla.core import errors
 from minixla.testing import check_against_jax
 
 rng = np.random.default_rng(0)
@@ -58,10 +57,25 @@ def test_errors_like_jax():
         mla.norm(M, ord="max")
     with pytest.raises(ValueError, match="Improper number of axes"):
         mla.norm(A, ord=1)
-    with pytest.raises(errors.UnsupportedError, match="SVD"):
-        mla.norm(M, ord=2)
-    with pytest.raises(errors.UnsupportedError, match="inverse"):
-        mla.matrix_power(M, -1)
+    # the decompositions' errors, as jax.numpy.linalg's (checked before anything is computed)
+    for fn, args, exc, msg in [
+            ("det", (A,), ValueError, r"Argument to _det\(\) must have shape \[..., n, n\], got \(2, 3, 4\)"),
+            ("det", (V,), ValueError, r"_det\(\) must have shape"),
+            ("slogdet", (A,), ValueError, r"Argument to slogdet\(\) must have shape"),
+            ("inv", (A,), ValueError, r"Argument to inv must have shape \[..., n, n\], got \(2, 3, 4\)\."),
+            ("solve", (M, V), ValueError, "inconsistent size for core dimension 'm': 5 vs 3"),
+            ("solve", (V, V), ValueError, "left hand array must be at least two dimensional"),
+            ("solve", (np.stack([M, M]), M[:2]), ValueError, "Prior to JAX v0.5.0"),
+            ("qr", (V,), TypeError, "must have rank at least 2"), ("qr", (M, "raw2"), ValueError, "Unsupported QR"),
+            ("cholesky", (A,), TypeError, "square"), ("eigh", (A,), TypeError, "square"),
+            ("svd", (V,), TypeError, "must have rank at least 2"),
+            ("lstsq", (M, V), ValueError, "Leading dimensions of input arrays must match")]:
+        with pytest.raises(exc, match=msg):
+            getattr(mla, fn)(*args)
+        with pytest.raises(exc):  # (JAX raises the same class)
+            getattr(jnp.linalg, fn)(*args)
+    with pytest.raises(ValueError, match="only one of tol or rtol"):
+        mla.matrix_rank(M, 1e-3, tol=1e-3)
     with pytest.raises(TypeError, match="must be square"):
         mla.matrix_power(A, 2)
     with pytest.raises(TypeError, match="exponent must be an integer"):
@@ -70,3 +84,37 @@ def test_errors_like_jax():
         mla.outer(M, V)
     with pytest.raises(ValueError, match="3-dimensional vectors"):
         mla.cross(A, A)
+
+
+# --- the decompositions (minixla.lax.linalg underneath): singular, non-PD and rank-deficient
+# inputs batched with regular ones, so each function compiles one loop nest
+_r = np.random.default_rng(3)
+A4 = np.stack([_r.standard_normal((4, 4)), np.outer(np.arange(1.0, 5.0), [1.0, -2.0, 0.5, 3.0]) + np.diag([0, 0, 0, 0.0]),
+               np.zeros((4, 4))]).astype(np.float32)
+A4[1, :, 3] = A4[1, :, 0] + A4[1, :, 1]  # (rank 1: exactly singular in floating point too)
+A2 = np.array([[[2.0, 1.0], [1.0, 3.0]], [[1.0, 2.0], [2.0, 4.0]]], np.float32)
+S2 = np.array([[[4.0, 1.0], [1.0, 3.0]], [[1.0, 2.0], [2.0, 1.0]]], np.float32)  # PD, then not PD
+B = _r.standard_normal((2, 1, 4, 3)).astype(np.float32)
+
+
+def _singular_program(la_):
+    return lambda a4, a2, s2: (la_.det(a4), *la_.slogdet(a4), la_.inv(a2), la_.cholesky(s2), la_.det(a4[:, :3, :3]))
+
+
+def _decomposition_program(la_):
+    def prog(a4, a2, b, m):
+        spd = a4[0] @ a4[0].T + np.eye(4, dtype=np.float32)
+        return (la_.solve(a4[:1], b), la_.solve(a4[0], b[0, 0, :, 0]), la_.eigvalsh(spd), la_.svdvals(a4),
+                la_.matrix_rank(a4), la_.pinv(a4[:2]), la_.matrix_power(a2[:1], -2), la_.norm(m, 2),
+                *la_.lstsq(a4[0, :, :3], b[0, 0]))
+    return prog
+
+
+def test_decompositions_under_jit_singular_inputs_as_jax():
+    # singular/non-PD: JAX's inf/NaN patterns (det 0, slogdet (0, -inf), inv inf, cholesky NaN),
+    # on both backends; the rest on llvm (the same loops: the hand-off's XLA compile is dear)
+    check_against_jax(_singular_program(mla), _singular_program(jnp.linalg), A4, A2, S2, rtol=2e-5, atol=2e-5)
+    # cond(a4[0]) ~ 20, cond(spd) ~ 400; pinv/rank near-zero singular values are cut by rtol
+    from test_lax_linalg import check_against_jitted_jax
+    check_against_jitted_jax(_decomposition_program(mla), _decomposition_program(jnp.linalg), A4, A2, B, M,
+                             rtol=2e-4, atol=2e-4, backend="llvm")

@@ -134,6 +134,13 @@ def find_trace(args):
                 break
             if getattr(t, "stage_everything", False):
                 return t
+    else:
+        # A transformation rule re-tracing a loop or branch body (``stage_constants``) stages
+        # even the equations whose operands are all literals: run eagerly, they would come back
+        # as closed-over constants that the re-traced body may not have.
+        for t in reversed(_trace_stack):
+            if getattr(t, "stage_constants", False):
+                return t
     return found
 
 

@@ -6,3 +6,5 @@ jaxpr imported primitive by primitive into minixla's jaxpr, then compiled by min
 and backends).
 """
 from minixla.frontends.jax_importer import import_jaxpr, import_rules  # noqa: F401
+# (the linear-algebra rules live in their own module; importing it registers them)
+from minixla.frontends import jax_linalg  # noqa: E402,F401

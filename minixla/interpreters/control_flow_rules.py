@@ -37,7 +37,8 @@ def _flat_trace(fun, avals):
     """``fun`` (flat args -> flat list) as a closed jaxpr and its closed-over values."""
     from jax import tree_util
     tree = tree_util.tree_structure(tuple(range(len(avals))))
-    jaxpr, consts, _ = _trace_fun(lambda *xs: list(fun(*xs)), tree, avals)
+    # (re-evaluating a body's equations must stage its literal-only ones: see find_trace)
+    jaxpr, consts, _ = _trace_fun(lambda *xs: list(fun(*xs)), tree, avals, stage_constants=True)
     return jaxpr, consts
 
 

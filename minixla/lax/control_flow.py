@@ -60,10 +60,11 @@ def _avals_of(leaves):
     return [get_aval(x) for x in leaves]
 
 
-def _trace_fun(fun, in_tree, in_avals):
+def _trace_fun(fun, in_tree, in_avals, stage_constants=False):
     """Trace ``fun`` (taking the pytree ``in_tree`` of ``in_avals``'s leaves as positional
     arguments) into a closure-converted ``ClosedJaxpr``; returns ``(jaxpr, consts, out_tree)``:
-    the jaxpr's inputs are ``consts`` (the values it closes over) followed by ``in_avals``."""
+    the jaxpr's inputs are ``consts`` (the values it closes over) followed by ``in_avals``.
+    ``stage_constants`` stages operations on literals only too (``core.tracing.find_trace``)."""
     store = []
 
     def flat(*xs):
@@ -74,6 +75,7 @@ def _trace_fun(fun, in_tree, in_avals):
         return leaves
     trace = JaxprTrace()
     trace.stage_everything = True  # (see ``core.tracing.find_trace``)
+    trace.stage_constants = stage_constants
     closed = trace_to_jaxpr(flat, list(in_avals), trace)
     jaxpr = closed.jaxpr
     converted = Jaxpr([], list(jaxpr.constvars) + list(jaxpr.invars), jaxpr.eqns, jaxpr.outvars)

@@ -1,24 +1,27 @@
-"""``minixla.numpy.linalg``: the part of ``jax.numpy.linalg`` that composes from reductions and
-contractions (norms, ``matrix_power``, the Array API's ``vecdot``/``matmul``/``tensordot``/
-``trace``/``diagonal``/``outer``/``cross``/``matrix_transpose``), with ``jax.numpy.linalg``'s
-signatures, dtypes and errors.
-
-Not here yet: everything that needs a matrix decomposition (``cholesky``, ``qr``, ``lu``,
-``eigh``, ``svd``, ``solve``, ``inv``, ``det``, ``slogdet``, ``pinv``, ...), and so the norms
-built on singular values (``ord=2``, ``-2``, ``"nuc"`` for matrices) and ``matrix_power`` with
-a negative exponent: they raise ``UnsupportedError``.
+"""``minixla.numpy.linalg`` (``jax.numpy.linalg``), with its signatures, dtypes and errors: the
+norms, ``matrix_power``, the Array API's ``vecdot``/``matmul``/``tensordot``/``trace``/
+``diagonal``/``outer``/``cross``/``matrix_transpose``, and the functions built on the
+decompositions of ``minixla.lax.linalg`` (``det``, ``slogdet``, ``inv``, ``solve``,
+``cholesky``, ``qr``, ``eigh``, ``eigvalsh``, ``svd``, ``svdvals``, ``matrix_rank``, ``pinv``,
+``lstsq``, the singular-value norms). Those are compositions of minixla's primitives and loops,
+so they run on every backend and transform; values agree with JAX's LAPACK to rounding times
+the condition number. Complex matrices and the non-symmetric ``eig``/``eigvals`` are not
+supported.
 """
 from __future__ import annotations
 
 import operator
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from minixla.core import errors
 from minixla.core.avals import get_aval
+from minixla.lax import linalg as _lla
 from minixla.numpy import contractions as _c
 from minixla.numpy import creation as _cr
 from minixla.numpy import elementwise as _ew
+from minixla.numpy import indexing as _ix
 from minixla.numpy import manipulation as _mn
 from minixla.numpy import matrices as _m
 from minixla.numpy import promotion as _p
@@ -64,7 +67,7 @@ def norm(x, ord=None, axis=None, keepdims=False):  # noqa: A002 (numpy's name)
     """A vector norm (one axis, or all of a 1-D ``x``) or a matrix norm (two axes, or all of a
     2-D ``x``; ``None``/``"fro"``, ``1``, ``-1``, ``inf``, ``-inf``), as ``jax.numpy.linalg.norm``;
     ``axis=None`` with ``ord=None`` is the 2-norm of the flattened array. The singular-value
-    norms (``2``, ``-2``, ``"nuc"``) need an SVD: UnsupportedError. Raises ValueError for another
+    norms (``2``, ``-2``, ``"nuc"``) use ``svdvals``. Raises ValueError for another
     ``ord`` or more than two axes."""
     x = _inexact(x)
     nd = get_aval(x).ndim
@@ -95,8 +98,12 @@ def norm(x, ord=None, axis=None, keepdims=False):  # noqa: A002 (numpy's name)
         if not keepdims and row > col:
             outer -= 1
     elif ord in ("nuc", 2, -2):
-        raise errors.UnsupportedError(f"norm: ord={ord!r} of a matrix needs its singular values (an SVD), "
-                                      "which minixla does not have yet")
+        y = _mn.moveaxis(x, (row, col), (-2, -1))
+        sv = svdvals(y)
+        out = _r.sum(sv, axis=-1) if ord == "nuc" else (_r.amax(sv, axis=-1) if ord == 2 else _r.amin(sv, axis=-1))
+        if keepdims:
+            out = _mn.expand_dims(out, tuple(sorted(axes)))
+        return out
     else:
         raise ValueError(f"Invalid order '{ord}' for matrix norm.")
     sums = _r.sum(_ew.abs(x), axis=inner, keepdims=keepdims)
@@ -113,8 +120,8 @@ def matrix_norm(x, /, *, keepdims=False, ord="fro"):  # noqa: A002 (the Array AP
 def matrix_power(a, n):
     """``a @ a @ ... @ a`` (``n`` times) over the last two (square) axes by repeated squaring, in
     ``jax.numpy.linalg.matrix_power``'s order of products; ``n = 0`` gives the identity. Raises
-    TypeError for rank < 2, non-square matrices or a non-integer ``n``; a negative ``n`` needs
-    an inverse (UnsupportedError)."""
+    TypeError for rank < 2, non-square matrices or a non-integer ``n``; a negative ``n`` powers
+    ``inv(a)``."""
     arr = _p._arr(a)
     shape = get_aval(arr).shape
     if len(shape) < 2:
@@ -128,8 +135,7 @@ def matrix_power(a, n):
     if n == 0:
         return _p.broadcast_to(_cr.eye(shape[-1], dtype=get_aval(arr).dtype), shape)
     if n < 0:
-        raise errors.UnsupportedError("matrix_power with a negative exponent needs a matrix inverse, "
-                                      "which minixla does not have yet")
+        arr, n = inv(arr), -n
     if n <= 3:
         out = arr
         for _ in range(n - 1):
@@ -197,6 +203,291 @@ def cross(x1, x2, /, *, axis=-1):
 def matrix_transpose(x, /):
     """Swap the last two axes (``jax.numpy.linalg.matrix_transpose``)."""
     return _m.matrix_transpose(x)
+
+
+# ---------------------------------------------------------------------------------------
+# On the decompositions (minixla.lax.linalg)
+
+class SlogdetResult(NamedTuple):
+    sign: Any
+    logabsdet: Any
+
+
+class EighResult(NamedTuple):
+    eigenvalues: Any
+    eigenvectors: Any
+
+
+class QRResult(NamedTuple):
+    Q: Any
+    R: Any
+
+
+class SVDResult(NamedTuple):
+    U: Any
+    S: Any
+    Vh: Any
+
+
+def _square(a, what):
+    a = _inexact(a)
+    shape = get_aval(a).shape
+    if len(shape) < 2 or shape[-1] != shape[-2]:
+        raise ValueError(f"Argument to {what} must have shape [..., n, n], got {shape}")
+    return a
+
+
+def _diag(a):
+    return _m.diagonal(a, axis1=-2, axis2=-1)
+
+
+def _slogdet_lu(a):
+    dt = get_aval(a).dtype
+    n = get_aval(a).shape[-1]
+    lu, piv, _ = _lla.lu(a)
+    d = _diag(lu)
+    is_zero = _r.any(_ew.equal(d, 0), axis=-1)
+    swaps = _r.sum(_ew.not_equal(piv, _cr.arange(n, dtype=np.int32)), axis=-1)
+    negs = _r.sum(_ew.less(d, 0), axis=-1)
+    odd = _ew.equal(_ew.remainder(swaps + negs, 2), 1)
+    sign = _ew.where(odd, np.asarray(-1, dt), np.asarray(1, dt))
+    sign = _ew.where(is_zero, np.asarray(0, dt), sign)
+    logdet = _ew.where(is_zero, np.asarray(-np.inf, dt), _r.sum(_ew.log(_ew.abs(d)), axis=-1))
+    return sign, logdet
+
+
+def slogdet(a, *, method=None):
+    """``(sign, logabsdet)`` of the determinants of ``a[..., n, n]`` (``jax.numpy.linalg.slogdet``):
+    ``det = sign * exp(logabsdet)`` without overflow; a singular matrix gives ``(0, -inf)``. By
+    LU (``method=None``/``"lu"``; sizes 1 and 2 by their closed forms, as JAX); ``"qr"`` is not
+    supported (UnsupportedError). Raises ValueError for a non-square or rank < 2 ``a``."""
+    a = _square(a, "slogdet()")
+    if method not in (None, "lu"):
+        if method == "qr":
+            raise errors.UnsupportedError("slogdet: method='qr' is not supported (use the default LU)")
+        raise ValueError(f"Unknown slogdet method '{method}'. Supported methods are 'lu' (`None`), and 'qr'.")
+    n = get_aval(a).shape[-1]
+    if n in (1, 2):
+        det = _small_det(a, n)
+        return SlogdetResult(_ew.sign(det), _ew.log(_ew.abs(det)))
+    return SlogdetResult(*_slogdet_lu(a))
+
+
+def _entry(a, i, j):
+    return a[..., i, j]
+
+
+def _small_det(a, n):
+    e = lambda i, j: _entry(a, i, j)  # noqa: E731
+    if n == 1:
+        return e(0, 0)
+    if n == 2:
+        return _ew.subtract(_ew.multiply(e(0, 0), e(1, 1)), _ew.multiply(e(0, 1), e(1, 0)))
+    m = _ew.multiply
+    # the rule of Sarrus, in JAX's order of terms
+    return (m(m(e(0, 0), e(1, 1)), e(2, 2)) + m(m(e(0, 1), e(1, 2)), e(2, 0)) + m(m(e(0, 2), e(1, 0)), e(2, 1))
+            - m(m(e(0, 2), e(1, 1)), e(2, 0)) - m(m(e(0, 0), e(1, 2)), e(2, 1)) - m(m(e(0, 1), e(1, 0)), e(2, 2)))
+
+
+def det(a):
+    """The determinants ``[...]`` of ``a[..., n, n]`` (``jax.numpy.linalg.det``): closed forms for
+    ``n = 2, 3`` (as JAX), else ``sign * exp(logabsdet)`` of the LU ``slogdet``; integer input is
+    promoted to float. Raises ValueError for a non-square or rank < 2 ``a``."""
+    a = _inexact(a)
+    shape = get_aval(a).shape
+    if len(shape) < 2 or shape[-1] != shape[-2]:
+        raise ValueError(f"Argument to _det() must have shape [..., n, n], got {shape}")
+    if shape[-1] in (2, 3):
+        return _small_det(a, shape[-1])
+    sign, logdet = _slogdet_lu(a)
+    return _ew.multiply(sign, _ew.exp(logdet))
+
+
+def _lu_solve(a, b):
+    """``a[..., m, m] x = b[..., m, k]`` (same batch dims) by LU with partial pivoting."""
+    lu, _, perm = _lla.lu(a)
+    pb = _ix.take_along_axis(b, _mn.expand_dims(perm, -1), axis=-2)
+    y = _lla.triangular_solve(lu, pb, left_side=True, lower=True, unit_diagonal=True)
+    return _lla.triangular_solve(lu, y, left_side=True, lower=False)
+
+
+def solve(a, b):
+    """``x`` with ``a @ x = b`` (``jax.numpy.linalg.solve``): ``a[..., m, m]`` and ``b[m]`` (one
+    right-hand side: ``x[..., m]``) or ``b[..., m, k]`` (``x[..., m, k]``), batch dims broadcast,
+    as JAX >= 0.5. By LU with partial pivoting; a singular ``a`` gives inf/NaN. Raises
+    ValueError for rank < 2, mismatched sizes, or the pre-0.5 batched-vector form."""
+    a, b = _p._promote_inexact(_p._arr(a), _p._arr(b))
+    sa, sb = get_aval(a).shape, get_aval(b).shape
+    if len(sa) < 2:
+        raise ValueError(f"left hand array must be at least two dimensional; got a.shape={sa}")
+    if len(sb) > 1 and len(sa) == len(sb) + 1 and sa[-1] == sb[-1] and sa[-1] != sb[-2]:
+        raise ValueError(f"Invalid shapes for solve: {sa}, {sb}. Prior to JAX v0.5.0, this would have been "
+                         "treated as a batched 1-dimensional solve. To recover this behavior, use "
+                         "solve(a, b[..., None]).squeeze(-1).")
+    sig = "(m,m),(m)->(m)" if len(sb) == 1 else "(m,m),(m,n)->(m,n)"
+    if sa[-1] != sa[-2] or (len(sb) == 1 and sb[0] != sa[-1]) or (len(sb) > 1 and sb[-2] != sa[-1]):
+        other = sa[-2] if sa[-1] == sa[-2] else sa[-1]
+        got = sb[-1] if len(sb) == 1 else sb[-2] if sa[-1] == sa[-2] else sa[-2]
+        raise ValueError(f"inconsistent size for core dimension 'm': {got} vs {other} on vectorized "
+                         f"function with excluded=frozenset() and signature={sig!r}")
+    vector = len(sb) == 1
+    if vector:
+        b = _mn.expand_dims(b, -1)
+        sb = get_aval(b).shape
+    batch = tuple(np.broadcast_shapes(sa[:-2], sb[:-2]))
+    a = _p.broadcast_to(a, batch + sa[-2:])
+    b = _p.broadcast_to(b, batch + sb[-2:])
+    x = _lu_solve(a, b)
+    return x[..., 0] if vector else x
+
+
+def inv(a):
+    """The inverses of ``a[..., n, n]`` (``jax.numpy.linalg.inv``): ``solve(a, I)``; a singular
+    matrix gives inf/NaN entries. Raises ValueError for a non-square or rank < 2 ``a``."""
+    a = _inexact(a)
+    shape = get_aval(a).shape
+    if len(shape) < 2 or shape[-1] != shape[-2]:
+        raise ValueError(f"Argument to inv must have shape [..., n, n], got {shape}.")
+    return solve(a, _p.broadcast_to(_cr.eye(shape[-1], dtype=get_aval(a).dtype), shape))
+
+
+def cholesky(a, *, upper=False, symmetrize_input=True):
+    """The Cholesky factor of a symmetric positive-definite ``a[..., n, n]``
+    (``jax.numpy.linalg.cholesky``): lower ``L`` with ``a = L @ L.T``, or ``upper=True`` its
+    transpose. Not positive definite: NaN in the factor's triangle (as JAX). Raises
+    ShapeError for a non-square or rank < 2 ``a``."""
+    a = _inexact(a)
+    L = _lla.cholesky(a, symmetrize_input=symmetrize_input)
+    return _m.matrix_transpose(L) if upper else L
+
+
+def qr(a, mode="reduced"):
+    """The QR decomposition of ``a[..., m, n]`` (``jax.numpy.linalg.qr``), ``k = min(m, n)``:
+    ``mode="reduced"`` ``(Q[..., m, k], R[..., k, n])``, ``"complete"`` ``(Q[..., m, m],
+    R[..., m, n])``, ``"r"`` only ``R[..., k, n]``; Householder with LAPACK's signs. Raises
+    ValueError for another mode, ShapeError for rank < 2."""
+    a = _inexact(a)
+    if mode not in ("reduced", "complete", "r"):
+        if mode == "raw":
+            raise errors.UnsupportedError("qr: mode='raw' is not supported")
+        raise ValueError(f"Unsupported QR decomposition mode '{mode}'")
+    q, r = _lla.qr(a, full_matrices=mode == "complete")
+    return r if mode == "r" else QRResult(q, r)
+
+
+def _uplo(UPLO):  # noqa: N803 (numpy's name)
+    if UPLO not in (None, "L", "U"):
+        raise ValueError(f"UPLO must be one of None, 'L', or 'U', got {UPLO}")
+    return UPLO != "U"
+
+
+def eigh(a, UPLO=None, symmetrize_input=True):  # noqa: N803 (numpy's name)
+    """Eigenvalues (ascending) and eigenvectors (columns) of a symmetric ``a[..., n, n]``
+    (``jax.numpy.linalg.eigh``): ``EighResult(eigenvalues[..., n], eigenvectors[..., n, n])``
+    with ``a @ v = v * w``. ``symmetrize_input`` uses ``(a + a.T) / 2``, else the ``UPLO``
+    triangle. Eigenvector signs may differ from LAPACK's (any sign is an eigenvector). Raises
+    ShapeError for a non-square or rank < 2 ``a``."""
+    a = _inexact(a)
+    v, w = _lla.eigh(a, lower=_uplo(UPLO), symmetrize_input=symmetrize_input)
+    return EighResult(w, v)
+
+
+def eigvalsh(a, UPLO="L", *, symmetrize_input=True):  # noqa: N803 (numpy's name)
+    """The eigenvalues (ascending) of a symmetric ``a[..., n, n]`` (``jax.numpy.linalg.eigvalsh``)."""
+    return eigh(a, UPLO, symmetrize_input).eigenvalues
+
+
+def svd(a, full_matrices=True, compute_uv=True, hermitian=False, subset_by_index=None):
+    """The singular value decomposition of ``a[..., m, n]`` (``jax.numpy.linalg.svd``),
+    ``k = min(m, n)``: ``SVDResult(U, S[..., k] descending, Vh)`` with ``a = U[..., :k] * S @
+    Vh[..., :k, :]``; ``U[..., m, m]``/``Vh[..., n, n]`` with ``full_matrices``, else ``[..., m, k]``
+    /``[..., k, n]``; only ``S`` without ``compute_uv``. One-sided Jacobi; singular vectors are
+    unique only up to sign. ``hermitian`` is accepted (the general algorithm is used);
+    ``subset_by_index`` is not supported. Raises ShapeError for rank < 2."""
+    a = _inexact(a)
+    out = _lla.svd(a, full_matrices=full_matrices, compute_uv=compute_uv, subset_by_index=subset_by_index)
+    return SVDResult(*out) if compute_uv else out
+
+
+def svdvals(x, /):
+    """The singular values ``[..., min(m, n)]``, descending (``jax.numpy.linalg.svdvals``)."""
+    return svd(x, compute_uv=False)
+
+
+def matrix_rank(M, rtol=None, *, hermitian=False, tol=None):  # noqa: N803 (numpy's name)
+    """The number of singular values above ``rtol`` (default ``S.max() * max(m, n) * eps``) of
+    each matrix ``M[..., m, n]`` (``jax.numpy.linalg.matrix_rank``); ``tol`` is the old name of
+    ``rtol``. A rank < 2 ``M`` gives ``any(M != 0)``."""
+    if tol is not None:
+        if rtol is not None:
+            raise ValueError("matrix_rank: only one of tol or rtol may be specified.")
+        rtol = tol
+    M = _inexact(M)
+    if get_aval(M).ndim < 2:
+        return _cr.astype(_r.any(_ew.not_equal(M, 0)), np.int32)
+    S = svdvals(M)
+    dt = get_aval(S).dtype
+    if rtol is None:
+        rtol = _ew.multiply(_r.amax(S, axis=-1), np.asarray(max(get_aval(M).shape[-2:]) * np.finfo(dt).eps, dt))
+    rtol = _mn.expand_dims(_p._arr(rtol), -1)
+    return _r.sum(_ew.greater(S, rtol), axis=-1)
+
+
+def pinv(a, rtol=None, hermitian=False):
+    """The Moore-Penrose pseudo-inverse ``[..., n, m]`` of ``a[..., m, n]``
+    (``jax.numpy.linalg.pinv``): ``V diag(1/s) U^T`` over the singular values above ``rtol *
+    s.max()`` (default ``rtol = 10 * max(m, n) * eps``)."""
+    a = _inexact(a)
+    *batch, m, n = get_aval(a).shape
+    dt = get_aval(a).dtype
+    if m == 0 or n == 0:
+        return _cr.zeros((*batch, n, m), dt)
+    if rtol is None:
+        rtol = np.asarray(10.0 * max(m, n) * np.finfo(dt).eps, dt)
+    u, s, vh = svd(a, full_matrices=False)
+    cutoff = _ew.multiply(_mn.expand_dims(_p._arr(rtol), -1), s[..., 0:1])
+    s = _ew.where(_ew.greater(s, cutoff), s, np.asarray(np.inf, dt))
+    return _c.matmul(_m.matrix_transpose(vh), _ew.divide(_m.matrix_transpose(u), _mn.expand_dims(s, -1)))
+
+
+def lstsq(a, b, rcond=None, *, numpy_resid=False):
+    """The least-squares solution of ``a[m, n] x = b[m]`` or ``b[m, k]``
+    (``jax.numpy.linalg.lstsq``): ``(x, residuals, rank, s)`` via the SVD, singular values
+    below ``rcond * s[0]`` (default ``eps * max(m, n)``; a negative ``rcond`` means ``eps``)
+    dropped. ``residuals`` is ``||b - a x||**2`` per column; with ``numpy_resid`` (eager only,
+    as JAX) empty when ``rank < n`` or ``m <= n``. Raises ValueError for mismatched leading
+    dims, TypeError for other ranks."""
+    a, b = _p._promote_inexact(_p._arr(a), _p._arr(b))
+    sa, sb = get_aval(a).shape, get_aval(b).shape
+    if sa[0] != sb[0]:
+        raise ValueError("Leading dimensions of input arrays must match")
+    vector = len(sb) == 1
+    if vector:
+        b = _mn.expand_dims(b, -1)
+    if len(sa) != 2:
+        raise TypeError(f"{len(sa)}-dimensional array given. Array must be two-dimensional")
+    if get_aval(b).ndim != 2:
+        raise TypeError(f"{len(sb)}-dimensional array given. Array must be one or two-dimensional")
+    m, n = sa
+    dt = get_aval(a).dtype
+    if rcond is None:
+        rcond = np.asarray(np.finfo(dt).eps * max(m, n), dt)
+    else:
+        rcond = _ew.where(_ew.less(rcond, 0), np.asarray(np.finfo(dt).eps, dt), _cr.astype(rcond, dt))
+    u, s, vh = svd(a, full_matrices=False)
+    mask = _ew.logical_and(_ew.greater(s, 0), _ew.greater_equal(s, _ew.multiply(rcond, s[0])))
+    rank = _r.sum(mask)
+    safe = _ew.where(mask, s, np.asarray(1, dt))
+    s_inv = _mn.expand_dims(_ew.where(mask, _ew.divide(np.asarray(1, dt), safe), np.asarray(0, dt)), -1)
+    uTb = _c.matmul(_m.matrix_transpose(u), b)
+    x = _c.matmul(_m.matrix_transpose(vh), _ew.multiply(s_inv, uTb))
+    if numpy_resid and (int(rank) < n or m <= n):
+        resid = _cr.zeros((0,), dt)
+    else:
+        resid = _ew.square(norm(_ew.subtract(b, _c.matmul(a, x)), axis=0))
+    if vector:
+        x = _mn.reshape(x, (-1,))
+    return x, resid, rank, s
 
 
 # Every public function is an API boundary: an error escaping it names the function, the
