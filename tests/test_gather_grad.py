@@ -1,10 +1,12 @@
 """gather and scatter-add: jvp, vjp (clamped / dropped indices as minixla's gather and scatter
 define them: JAX's mode='clip' / mode='drop') and vmap against JAX, eager and jitted."""
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
 import minixla
+import minixla.numpy as mnp
 from minixla import lax
 
 from ad_cases import MODES, as_np, assert_tree_close, run
@@ -111,3 +113,24 @@ def test_gradients_keep_every_out_of_bounds_mode(gmode, smode):
         got = minixla.jit(minixla.grad(lambda x: f(mnp, x)), backend=backend)(x)
         np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
     np.testing.assert_allclose(minixla.grad(lambda x: f(mnp, x))(x), want, rtol=1e-6, atol=1e-6)
+
+
+def test_gather_cotangent_is_scattered_in_the_gathers_mode():
+    # Fuzzer find (grad mode, seed 7001): x[i] gathers PROMISE_IN_BOUNDS, whose forward clamps an
+    # out-of-bounds start (HLO gather) while JAX transposes it to a scatter-add in the same mode,
+    # which drops that window's cotangent (HLO scatter); minixla scattered it clamped.
+    x = np.array([0.75, 2.0], np.float32)
+    i = np.array([1, 2, -3, 5], np.int32)
+    c = np.array([-0.25, 1.5, 3.0, 0.5], np.float32)
+
+    def pulled(vjp, np_):
+        def f(x, i, c):
+            outs = [vjp(lambda x: x[i], x)[1](c)[0]]
+            outs += [vjp(lambda x: x.at[i].get(mode=m), x)[1](c)[0] for m in ("clip", "fill", "promise_in_bounds")]
+            return outs
+        return f
+    want = jax.jit(pulled(jax.vjp, jnp))(x, i, c)
+    for backend in ("llvm", "jax"):
+        got = minixla.jit(pulled(minixla.vjp, mnp), backend=backend)(x, i, c)
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(np.asarray(g), np.asarray(w), err_msg=backend)

@@ -574,7 +574,10 @@ def _gather_jvp(primals, tangents, *, dimension_numbers, slice_sizes, mode=None,
 def _gather_t(ct, x, idx, *, dimension_numbers, slice_sizes, mode=None, fill_value=None):
     dn = dimension_numbers
     sdn = L.ScatterDimensionNumbers(tuple(dn.offset_dims), tuple(dn.collapsed_slice_dims), tuple(dn.start_index_map))
-    scatter_mode = _M.FILL_OR_DROP if mode is _M.FILL_OR_DROP else _M.CLIP
+    # The scatter-add in the gather's own mode, as JAX transposes it: so for PROMISE_IN_BOUNDS
+    # (x[i]'s default) the forward clamps an out-of-bounds start (HLO gather) while the cotangent
+    # of that window is dropped (HLO scatter) -- JAX's gradient is 0 there.
+    scatter_mode = _M.PROMISE_IN_BOUNDS if mode is None else mode
     out = L.scatter_add_p.bind(zeros_like_aval(x.aval), idx, ct, dimension_numbers=sdn,
                                indices_are_sorted=False, unique_indices=False, mode=scatter_mode)
     return [out, None]
@@ -604,8 +607,8 @@ def _scatter_add_t(ct, x, idx, upd, *, dimension_numbers, mode=None, **_):
         sizes = tuple(1 if d in dn.inserted_window_dims else next(win) for d in range(len(op_shape)))
         gdn = L.GatherDimensionNumbers(tuple(dn.update_window_dims), tuple(dn.inserted_window_dims),
                                        tuple(dn.scatter_dims_to_operand_dims))
-        if mode is _M.CLIP:
-            t_u = L.gather_p.bind(ct, idx, dimension_numbers=gdn, slice_sizes=sizes, mode=_M.CLIP,
+        if mode in (_M.CLIP, _M.PROMISE_IN_BOUNDS):  # (JAX's gather in the scatter's mode: both clamp)
+            t_u = L.gather_p.bind(ct, idx, dimension_numbers=gdn, slice_sizes=sizes, mode=mode,
                                   fill_value=None)
         else:  # the scatter dropped a window that did not fit: it gets no cotangent
             t_u = L.gather_p.bind(ct, idx, dimension_numbers=gdn, slice_sizes=sizes, mode=_M.FILL_OR_DROP,

@@ -38,13 +38,14 @@ def _zeros(x):
 def _inverse_gather(x_shape, idx, upd_shape, dn, mode, src):
     """``src`` (operand-shaped) read back at each update element's target: the gather that
     undoes the scatter. A window the scatter dropped reads 0 (FILL_OR_DROP), a clamped one
-    reads its clamped target (CLIP)."""
+    reads its clamped target (CLIP); PROMISE_IN_BOUNDS gathers as JAX's transpose does (clamped,
+    as HLO gather is), while its scatter dropped the window."""
     win = iter(upd_shape[d] for d in dn.update_window_dims)
     sizes = tuple(1 if d in dn.inserted_window_dims else next(win) for d in range(len(x_shape)))
     gdn = L.GatherDimensionNumbers(tuple(dn.update_window_dims), tuple(dn.inserted_window_dims),
                                    tuple(dn.scatter_dims_to_operand_dims))
-    if mode is _M.CLIP:
-        return L.gather_p.bind(src, idx, dimension_numbers=gdn, slice_sizes=sizes, mode=_M.CLIP, fill_value=None)
+    if mode in (_M.CLIP, _M.PROMISE_IN_BOUNDS):  # (HLO gather clamps; a dropped window never wins)
+        return L.gather_p.bind(src, idx, dimension_numbers=gdn, slice_sizes=sizes, mode=mode, fill_value=None)
     return L.gather_p.bind(src, idx, dimension_numbers=gdn, slice_sizes=sizes, mode=_M.FILL_OR_DROP,
                            fill_value=np.zeros((), get_aval(src).dtype)[()])
 
