@@ -96,7 +96,9 @@ def softmax(x, axis=-1, where=None):
     x = _float_arg(x)
     x_max = jnp.max(x, axis, where=where, initial=-np.inf, keepdims=True)
     x_safe = x if where is None else jnp.where(where, x, -np.inf)
-    unnormalized = jnp.exp(x_safe - x_max)
+    # (the max carries no gradient, as in JAX's default softmax -- jax_softmax_custom_jvp is off in
+    # jax 0.10: its cancelling terms through the max would round differently from JAX's)
+    unnormalized = jnp.exp(x_safe - lax.stop_gradient(x_max))
     result = unnormalized / jnp.sum(unnormalized, axis, where=where, keepdims=True)
     return result if where is None else jnp.where(where, result, 0)
 
