@@ -55,3 +55,9 @@ def test_performance_tables_name_their_host():
         assert re.search(r"\n- XLA:CPU: jax [\d.]+ / jaxlib [\d.]+, \d+ intra-op thread", host)
         assert "15 interleaved rounds" in host and "10th..90th percentile" in host
     assert "targets `haswell` (restricted" in blocks[1]
+
+
+def test_readme_blocked_sum_order_differs_from_eager_as_stated():
+    import jax.numpy as jnp
+    x = np.array([1e8, 1, -1e8, 1], np.float32)
+    assert float(jnp.sum(x)) == 1.0 and float(minixla.jit(mnp.sum)(x)) == 2.0
