@@ -461,8 +461,13 @@ class Jitted:
 
     @_gc_paused
     def lower(self, *args, **kwargs) -> Lowered:
-        """Trace with the avals of ``args`` and lower to HLO (no optimization yet)."""
+        """Trace with the avals of ``args`` and lower to HLO (no optimization yet). A JAX typed
+        key (``jax.random.key``) is passed as minixla's ``PRNGKeyArray`` of its data (a JAX
+        front end sees a JAX typed key again)."""
+        args, kwargs = _jax_keys_to_minixla(args, kwargs)
         fun, dyn_args, dyn_kwargs, _ = self._split_static(args, kwargs)
+        if self.frontend != "minixla":
+            fun = _keys_for_jax_tracer(fun)
         flat, in_tree = tree_util.tree_flatten((dyn_args, dyn_kwargs))
         try:
             in_avals = [get_aval(x) for x in flat]
@@ -545,6 +550,9 @@ class Jitted:
                                    for x in flat]), static_key, _x64_enabled())
         except _Inline:
             return self._call_nested(fun, dyn_args, dyn_kwargs)
+        except _JaxKey:  # (off the fast path: each such call converts its keys first)
+            args, kwargs = _jax_keys_to_minixla(args, kwargs)
+            return self(*args, **kwargs)
         except errors.MinixlaError as e:
             self._argument_error(args, kwargs, e)
         compiled = self._cache.get(key)
@@ -737,8 +745,52 @@ def _signature(x):
     if isinstance(x, _JaxArray) and not getattr(x, "weak_type", False):
         # (the key of a numpy array of its aval: a jax.Array result fed back -- a training
         # step's parameters -- finds the executable its numpy first call compiled)
-        return (tuple(x.shape), np.dtype(x.dtype))
+        try:
+            return (tuple(x.shape), np.dtype(x.dtype))
+        except TypeError:  # (an extended dtype: a JAX typed key, jax.random.key)
+            raise _JaxKey from None
     return get_aval(x)
+
+
+class _JaxKey(Exception):
+    """A JAX typed key among the arguments: passed as minixla's ``PRNGKeyArray`` of its data."""
+
+
+def _jax_keys_to_minixla(args, kwargs):
+    """``(args, kwargs)`` with every JAX typed key (``jax.random.key``, a ``key<fry>`` jax.Array)
+    replaced by the ``minixla.random.PRNGKeyArray`` of its data (``jax.random.key_data``),
+    minixla's typed key: its pytree leaf is the ``uint32[..., 2]`` data, so it is traced,
+    cached and passed like any array. Unchanged (the same objects) when there is none."""
+    from minixla.random.keys import from_jax_key, is_jax_key
+    if not any(is_jax_key(leaf) for leaf in tree_util.tree_leaves((args, kwargs))):
+        return args, kwargs
+    return tree_util.tree_map(lambda x: from_jax_key(x, "minixla.jit"), (args, kwargs))
+
+
+def _keys_for_jax_tracer(fun):
+    """``fun`` taking JAX typed keys where it is given minixla ``PRNGKeyArray`` s around JAX's
+    tracers (JAX's front end traces it: ``frontend="jax"``, or the switch to JAX's tracer), so
+    a JAX program given ``jax.random.key(..)`` sees one (``jax.random.wrap_key_data``; the
+    importer maps the typed key back, ``frontends/jax_random.py``)."""
+    from minixla.random.keys import PRNGKeyArray
+    is_key = lambda x: isinstance(x, PRNGKeyArray)  # noqa: E731
+
+    @functools.wraps(fun)
+    def wrapped(*args, **kwargs):
+        import jax
+
+        def rewrap(x):
+            if is_key(x) and isinstance(x._base, jax.core.Tracer):
+                return jax.random.wrap_key_data(x._base, impl="threefry2x32")
+            return x
+        def unwrap(x):  # (a typed key JAX returns: minixla's typed key of its data, as the importer's)
+            if (isinstance(x, jax.core.Tracer) and jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key)
+                    and str(jax.random.key_impl(x)) == "threefry2x32"):
+                return PRNGKeyArray.tree_unflatten(None, [jax.random.key_data(x)])
+            return x
+        args, kwargs = tree_util.tree_map(rewrap, (args, kwargs), is_leaf=is_key)
+        return tree_util.tree_map(unwrap, fun(*args, **kwargs))
+    return wrapped
 
 
 try:  # (the flag's holder: reading it costs ~50 ns, ``jax.config.jax_enable_x64`` ~1 us)
