@@ -135,8 +135,8 @@ def log_compile(fun, desc: dict, compiled, cache_on: bool) -> None:
         state = "persistent cache " + ("hit" if compiled.persistent_cache_hit else "miss")
     elif cache_on and compiled.jax_cache_hit is not None:
         state = "jax persistent cache " + ("hit" if compiled.jax_cache_hit else "miss")
-    elif cache_on:
-        state = "persistent cache not used by this backend"
+    elif cache_on:  # (no XLA compile asked JAX's cache: JAX's in-memory cache served it, or it is off)
+        state = "jax persistent cache not consulted"
     else:
         state = "persistent cache off"
     logger.warning("Compiled %s (%s) for (%s): trace %.1f ms, lower %.1f ms%s, passes %.1f ms, "
