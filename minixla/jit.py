@@ -357,6 +357,9 @@ class Compiled:
 
     def __call__(self, *args, **kwargs):
         flat, in_tree = tree_util.tree_flatten((args, kwargs))
+        if in_tree != self.lowered.in_tree:  # (JAX typed keys: compiled as minixla's, converted here)
+            args, kwargs = _jax_keys_to_minixla(args, kwargs)
+            flat, in_tree = tree_util.tree_flatten((args, kwargs))
         if in_tree != self.lowered.in_tree:
             raise TypeError(f"compiled for argument structure {self.lowered.in_tree}, got {in_tree}")
         outs = self.call_flat(flat)
@@ -761,10 +764,8 @@ def _jax_keys_to_minixla(args, kwargs):
     replaced by the ``minixla.random.PRNGKeyArray`` of its data (``jax.random.key_data``),
     minixla's typed key: its pytree leaf is the ``uint32[..., 2]`` data, so it is traced,
     cached and passed like any array. Unchanged (the same objects) when there is none."""
-    from minixla.random.keys import from_jax_key, is_jax_key
-    if not any(is_jax_key(leaf) for leaf in tree_util.tree_leaves((args, kwargs))):
-        return args, kwargs
-    return tree_util.tree_map(lambda x: from_jax_key(x, "minixla.jit"), (args, kwargs))
+    from minixla.random.keys import jax_keys_to_minixla
+    return jax_keys_to_minixla((args, kwargs), "minixla.jit")
 
 
 def _keys_for_jax_tracer(fun):

@@ -153,7 +153,13 @@ def test_jax_typed_keys_are_taken_everywhere():
     ks = mr.split(jk)                                                # a typed key in, typed keys out
     assert isinstance(ks, mr.PRNGKeyArray) and ks.shape == (2,)
     np.testing.assert_array_equal(mr.key_data(ks), want_split)
-    np.testing.assert_array_equal(minixla.jit(lambda k: mr.bits(k, (3,)))(jk), want)
+    f = minixla.jit(lambda k: mr.bits(k, (3,)))
+    np.testing.assert_array_equal(f(jk), want)
+    np.testing.assert_array_equal(f.lower(jk).compile()(jk), want)   # the Compiled, called with one
+    assert minixla.make_jaxpr(lambda k: mr.bits(k, (3,)))(jk).in_avals[0].shape == (2,)
+    jks = jr.split(jk, 3)  # vmap over JAX keys: mapped over the keys' axis, as jax.vmap
+    np.testing.assert_array_equal(minixla.vmap(lambda k: mr.bits(k, (2,)))(jks),
+                                  jax.vmap(lambda k: jr.bits(k, (2,)))(jks))
     # JAX code sees a JAX typed key again (frontend="jax", and the switch to JAX's tracer)
     jax_bits = lambda k: jr.bits(k, (3,))  # noqa: E731
     for backend in ("llvm", "jax"):

@@ -178,6 +178,15 @@ def from_jax_key(x, name="minixla.random"):
     return PRNGKeyArray(np.asarray(jax.random.key_data(x)))
 
 
+def jax_keys_to_minixla(tree, name="minixla"):
+    """``tree`` with every JAX typed key replaced by its ``PRNGKeyArray`` (``from_jax_key``), for
+    the entry points that take pytrees of arrays (``jit``, ``make_jaxpr``, ``vmap``): the key
+    then flattens to its ``uint32[..., 2]`` data. The same object when there is none."""
+    if not any(is_jax_key(leaf) for leaf in tree_util.tree_leaves(tree)):
+        return tree
+    return tree_util.tree_map(lambda x: from_jax_key(x, name), tree)
+
+
 def _key_base(name, k, allow_batched=False):
     """``(uint32[..., 2] data, was_typed)`` of a typed or raw key; checks its type and shape.
     A JAX typed key (``jax.random.key``) is taken as the typed key of its data."""
