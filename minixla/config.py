@@ -16,7 +16,10 @@ the default. Booleans accept 1/0, true/false, yes/no, on/off.
 option                                          default      meaning
 =============================================== ============ ==========================================
 minixla_compilation_cache_dir                   None         persistent compilation cache directory
-                                                             (JAX's ``jax_compilation_cache_dir``); None: off
+                                                             (JAX's ``jax_compilation_cache_dir``); None: off.
+                                                             minixla's own XLA compiles use JAX's cache
+                                                             there; JAX's settings are restored after
+                                                             each (your jax.jit is not cached there)
 minixla_compilation_cache_max_size              1 GiB        bytes of entries kept; least recently used
                                                              entries are evicted past it; -1: unbounded
 minixla_persistent_cache_min_compile_time_secs  0.05         compiles faster than this are not written

@@ -58,14 +58,17 @@ logger = logging.getLogger(__name__)
 
 
 def _backend_compile(backend, module, assignment):
+    """``(executable, jax cache hit)``: the hit is None unless XLA's compile consulted JAX's
+    persistent cache (the ``jax`` backend with a cache directory), else whether it served it."""
     if backend == "llvm":
         from minixla.backends.llvm import compile_module
-    elif backend == "jax":
-        from minixla.backends.jax_xla import compile_module
-        persistent_cache.enable_jax_cache()  # (JAX's own persistent cache, same directory)
-    else:
+        return compile_module(module, assignment), None
+    if backend != "jax":
         raise ValueError(f"unknown backend {backend!r}; choose one of {BACKENDS}")
-    return compile_module(module, assignment)
+    from minixla.backends.jax_xla import compile_module
+    with persistent_cache.jax_cache() as scope:  # (JAX's own persistent cache, same directory)
+        executable = compile_module(module, assignment)
+    return executable, (scope.hits > 0 if scope.requests else None)
 
 
 def loop_passes() -> list:
@@ -151,15 +154,17 @@ class Lowered:
         check = verify_enabled()
         dumper = Dumper(self.hlo_module.name)
         lkey = None
+        timing: dict = {}  # the persistent cache's key_setup_ms, key_ms and load_ms
         if not dumper.enabled:  # (a dump wants the passes run; the verifier checks what runs)
             # The persistent cache's first level: this lowered program was compiled before, so
             # load its executable and skip the passes too (minixla.cache.load_lowered).
-            lkey, hit = persistent_cache.load_lowered(self.hlo_module, self.backend, self.donated)
+            lkey, hit = persistent_cache.load_lowered(self.hlo_module, self.backend, self.donated, timing)
             if hit is not None:
                 executable, pass_log, fusion_log, kernels_unfused = hit
                 ms = (time.perf_counter() - t0) * 1e3
                 compiled = Compiled(self, executable.module, executable.assignment, executable, pass_log,
-                                    fusion_log, kernels_unfused, ms, ms)
+                                    fusion_log, kernels_unfused, 0.0, ms)
+                compiled._cache_times(timing, codegen_ms=0.0)
                 compiled.persistent_cache_hit = True
                 return compiled
         module = self.hlo_module.clone()
@@ -185,13 +190,13 @@ class Lowered:
         # The persistent cache (minixla.cache) is keyed on the optimized module: a hit brings
         # the executable's own (identical) module and buffer plan, and no buffer assignment,
         # kernel emission or LLVM runs.
-        key, executable = persistent_cache.load(module, self.backend, self.donated)
+        key, executable = persistent_cache.load(module, self.backend, self.donated, timing)
         if executable is not None:
             module, assignment = executable.module, executable.assignment
-            passes_ms = (time.perf_counter() - t0) * 1e3
         else:
             assignment = assign_buffers(module, donated=self.donated)
-            passes_ms = (time.perf_counter() - t0) * 1e3
+        passes_ms = ((time.perf_counter() - t0) * 1e3 - timing.get("key_setup_ms", 0.0)
+                     - timing.get("key_ms", 0.0) - timing.get("load_ms", 0.0))
         if dumper.enabled:
             dumper.hlo("after_optimizations", module)
             dumper.write("pass_log", "\n".join(f"{e.name}\t{'changed' if e.changed else 'unchanged'}\t{e.ms:.3f} ms"
@@ -199,9 +204,12 @@ class Lowered:
             dumper.write("fusion_log", "\n".join(str(d) for d in fusion.log))
             dumper.write("buffer_assignment", assignment.to_string())
         cache_hit = executable is not None
+        jax_hit = None
+        t_code = time.perf_counter()
         if not cache_hit:
-            executable = _backend_compile(self.backend, module, assignment)
+            executable, jax_hit = _backend_compile(self.backend, module, assignment)
         dumper.backend(executable)
+        codegen_ms = (time.perf_counter() - t_code) * 1e3
         compile_ms = (time.perf_counter() - t0) * 1e3
         if not cache_hit and key is not None:
             persistent_cache.save(key, module, self.backend, executable,
@@ -211,7 +219,9 @@ class Lowered:
                                           kernels_unfused)
         compiled = Compiled(self, module, assignment, executable, pipeline.log, fusion.log,
                             kernels_unfused, passes_ms, compile_ms)
+        compiled._cache_times(timing, codegen_ms)
         compiled.persistent_cache_hit = cache_hit
+        compiled.jax_cache_hit = jax_hit
         return compiled
 
 
@@ -228,7 +238,14 @@ class Compiled:
     Attributes:
       hlo_module: the optimized HloModule. buffer_assignment: its BufferAssignment.
       pass_log: list of PassLogEntry (pass name, changed, ms). fusion_log: FusionDecision list.
-      kernels_unfused: kernel count before fusion. compile_ms: passes + codegen, in ms.
+      kernels_unfused: kernel count before fusion. compile_ms: the whole ``compile()``, in ms:
+      passes_ms (the pass pipeline and buffer assignment; 0.0 when the persistent cache's first
+      level served the program), codegen_ms (the backend: kernel emission and LLVM, or XLA),
+      and, with a persistent cache, key_ms (computing its keys), key_setup_ms (the first key of
+      the process: asking LLVM for the host target, which imports the LLVM backend) and
+      load_ms (reading and deserializing an entry). persistent_cache_hit: minixla's cache
+      served the executable. jax_cache_hit: None, or (``backend="jax"`` with a cache
+      directory) whether JAX's persistent cache served XLA's compile.
     """
 
     def __init__(self, lowered, module, assignment, executable, pass_log, fusion_log,
@@ -244,10 +261,19 @@ class Compiled:
         self.compile_ms = compile_ms
         self.in_avals = lowered.in_avals
         self.persistent_cache_hit = False
+        self.jax_cache_hit = None
+        self.codegen_ms = compile_ms - passes_ms
+        self.key_ms = self.key_setup_ms = self.load_ms = 0.0
         out_tree = lowered.out_tree
         self._single_output = out_tree.num_leaves == 1 and out_tree.num_nodes == 1  # a bare array
         # run on arrays of the compiled avals (None: arguments need _check_args, e.g. donation)
         self._run_trusted = None if lowered.donated else getattr(executable, "call_trusted", None)
+
+    def _cache_times(self, timing: dict, codegen_ms: float) -> None:
+        self.codegen_ms = codegen_ms
+        self.key_ms = timing.get("key_ms", 0.0)
+        self.key_setup_ms = timing.get("key_setup_ms", 0.0)
+        self.load_ms = timing.get("load_ms", 0.0)
 
     def as_text(self) -> str:
         """HLO text after the optimization passes (fusions included)."""
@@ -331,6 +357,9 @@ class Compiled:
 
     def __call__(self, *args, **kwargs):
         flat, in_tree = tree_util.tree_flatten((args, kwargs))
+        if in_tree != self.lowered.in_tree:  # (JAX typed keys: compiled as minixla's, converted here)
+            args, kwargs = _jax_keys_to_minixla(args, kwargs)
+            flat, in_tree = tree_util.tree_flatten((args, kwargs))
         if in_tree != self.lowered.in_tree:
             raise TypeError(f"compiled for argument structure {self.lowered.in_tree}, got {in_tree}")
         outs = self.call_flat(flat)
@@ -435,17 +464,22 @@ class Jitted:
 
     @_gc_paused
     def lower(self, *args, **kwargs) -> Lowered:
-        """Trace with the avals of ``args`` and lower to HLO (no optimization yet)."""
+        """Trace with the avals of ``args`` and lower to HLO (no optimization yet). A JAX typed
+        key (``jax.random.key``) is passed as minixla's ``PRNGKeyArray`` of its data (a JAX
+        front end sees a JAX typed key again)."""
+        args, kwargs = _jax_keys_to_minixla(args, kwargs)
         fun, dyn_args, dyn_kwargs, _ = self._split_static(args, kwargs)
+        if self.frontend != "minixla":
+            fun = _keys_for_jax_tracer(fun)
         flat, in_tree = tree_util.tree_flatten((dyn_args, dyn_kwargs))
         try:
             in_avals = [get_aval(x) for x in flat]
         except errors.MinixlaError as e:
             self._argument_error(args, kwargs, e)
         flat_fun, out_store = flatten_fun(fun, in_tree)
-        persistent_cache.enable_jax_cache()  # (tracing may compile eager ops with XLA)
         t0 = time.perf_counter()
-        closed = self._trace(flat_fun, in_avals)
+        with persistent_cache.jax_cache():  # (tracing may compile eager ops with XLA)
+            closed = self._trace(flat_fun, in_avals)
         t1 = time.perf_counter()
         name = f"jit_{getattr(self.fun, '__name__', 'fn')}".replace("<", "").replace(">", "")
         module = lower_jaxpr(closed, name=name)
@@ -519,6 +553,9 @@ class Jitted:
                                    for x in flat]), static_key, _x64_enabled())
         except _Inline:
             return self._call_nested(fun, dyn_args, dyn_kwargs)
+        except _JaxKey:  # (off the fast path: each such call converts its keys first)
+            args, kwargs = _jax_keys_to_minixla(args, kwargs)
+            return self(*args, **kwargs)
         except errors.MinixlaError as e:
             self._argument_error(args, kwargs, e)
         compiled = self._cache.get(key)
@@ -598,9 +635,7 @@ class Jitted:
             diagnostics.explain_miss(self.fun, errors.user_source_line(), desc, list(self._history.values()))
         compiled = self.lower(*args, **kwargs).compile()
         if log:
-            state = ("off" if persistent_cache.directory() is None else
-                     "hit" if compiled.persistent_cache_hit else "miss")
-            diagnostics.log_compile(self.fun, desc, compiled, state)
+            diagnostics.log_compile(self.fun, desc, compiled, persistent_cache.directory() is not None)
         with self._compiling_lock:
             self._cache[key] = compiled
             compiled._last_use = next(_use_clock)
@@ -713,8 +748,50 @@ def _signature(x):
     if isinstance(x, _JaxArray) and not getattr(x, "weak_type", False):
         # (the key of a numpy array of its aval: a jax.Array result fed back -- a training
         # step's parameters -- finds the executable its numpy first call compiled)
-        return (tuple(x.shape), np.dtype(x.dtype))
+        try:
+            return (tuple(x.shape), np.dtype(x.dtype))
+        except TypeError:  # (an extended dtype: a JAX typed key, jax.random.key)
+            raise _JaxKey from None
     return get_aval(x)
+
+
+class _JaxKey(Exception):
+    """A JAX typed key among the arguments: passed as minixla's ``PRNGKeyArray`` of its data."""
+
+
+def _jax_keys_to_minixla(args, kwargs):
+    """``(args, kwargs)`` with every JAX typed key (``jax.random.key``, a ``key<fry>`` jax.Array)
+    replaced by the ``minixla.random.PRNGKeyArray`` of its data (``jax.random.key_data``),
+    minixla's typed key: its pytree leaf is the ``uint32[..., 2]`` data, so it is traced,
+    cached and passed like any array. Unchanged (the same objects) when there is none."""
+    from minixla.random.keys import jax_keys_to_minixla
+    return jax_keys_to_minixla((args, kwargs), "minixla.jit")
+
+
+def _keys_for_jax_tracer(fun):
+    """``fun`` taking JAX typed keys where it is given minixla ``PRNGKeyArray`` s around JAX's
+    tracers (JAX's front end traces it: ``frontend="jax"``, or the switch to JAX's tracer), so
+    a JAX program given ``jax.random.key(..)`` sees one (``jax.random.wrap_key_data``; the
+    importer maps the typed key back, ``frontends/jax_random.py``)."""
+    from minixla.random.keys import PRNGKeyArray
+    is_key = lambda x: isinstance(x, PRNGKeyArray)  # noqa: E731
+
+    @functools.wraps(fun)
+    def wrapped(*args, **kwargs):
+        import jax
+
+        def rewrap(x):
+            if is_key(x) and isinstance(x._base, jax.core.Tracer):
+                return jax.random.wrap_key_data(x._base, impl="threefry2x32")
+            return x
+        def unwrap(x):  # (a typed key JAX returns: minixla's typed key of its data, as the importer's)
+            if (isinstance(x, jax.core.Tracer) and jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key)
+                    and str(jax.random.key_impl(x)) == "threefry2x32"):
+                return PRNGKeyArray.tree_unflatten(None, [jax.random.key_data(x)])
+            return x
+        args, kwargs = tree_util.tree_map(rewrap, (args, kwargs), is_leaf=is_key)
+        return tree_util.tree_map(unwrap, fun(*args, **kwargs))
+    return wrapped
 
 
 try:  # (the flag's holder: reading it costs ~50 ns, ``jax.config.jax_enable_x64`` ~1 us)

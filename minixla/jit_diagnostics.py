@@ -3,8 +3,9 @@
 
 * ``minixla_log_compiles``: one line per compilation on the ``minixla.jit`` logger (WARNING,
   as JAX logs compiles, so it shows without configuring logging): the function's name and
-  file:line, the input avals, the trace/lower/passes/codegen milliseconds and whether the
-  executable came from the persistent cache.
+  file:line, the input avals, the trace/lower/passes/codegen milliseconds (with a persistent
+  cache, the key's and the entry load's apart) and whether the executable came from the
+  persistent cache (with ``backend="jax"``: whether JAX's persistent cache served XLA's compile).
 * ``minixla_explain_cache_misses``: before such a compile, why the in-memory cache missed --
   a function never compiled before, or the closest signature compiled before and what
   differs, by pytree path (``at x['w'], now f32[64,32] and before f32[32,32]``), with a hint
@@ -118,13 +119,34 @@ def explain_miss(fun, call_site: str, desc: dict, history) -> None:
                    "\n".join("    " + d for d in diffs))
 
 
-def log_compile(fun, desc: dict, compiled, cache_state: str) -> None:
+def log_compile(fun, desc: dict, compiled, cache_on: bool) -> None:
+    """The ``minixla_log_compiles`` line. Each stage's own milliseconds: on a first-level hit of
+    the persistent cache no pass runs (``passes 0.0 ms``) and the time is the key's and the
+    entry's load; the first key of a process also asks LLVM for the host target (importing
+    the LLVM backend, once). With ``backend="jax"`` the state is JAX's persistent cache's
+    (it, not minixla's, stores XLA's executables)."""
     name, where = function_site(fun)
     lowered = compiled.lowered
-    codegen = compiled.compile_ms - compiled.passes_ms
-    logger.warning("Compiled %s (%s) for (%s): trace %.1f ms, lower %.1f ms, passes %.1f ms, "
-                   "codegen %.1f ms; persistent cache %s", name, where, avals_text(desc),
-                   lowered.trace_ms, lowered.lower_ms, compiled.passes_ms, codegen, cache_state)
+    cache = ""
+    if cache_on and compiled.lowered.backend in persistent_cache_backends():
+        setup = (f" + {compiled.key_setup_ms:.1f} ms LLVM target set-up (once per process)"
+                 if compiled.key_setup_ms else "")
+        cache = f", cache key {compiled.key_ms:.1f} ms{setup}, cache load {compiled.load_ms:.1f} ms"
+        state = "persistent cache " + ("hit" if compiled.persistent_cache_hit else "miss")
+    elif cache_on and compiled.jax_cache_hit is not None:
+        state = "jax persistent cache " + ("hit" if compiled.jax_cache_hit else "miss")
+    elif cache_on:  # (no XLA compile asked JAX's cache: JAX's in-memory cache served it, or it is off)
+        state = "jax persistent cache not consulted"
+    else:
+        state = "persistent cache off"
+    logger.warning("Compiled %s (%s) for (%s): trace %.1f ms, lower %.1f ms%s, passes %.1f ms, "
+                   "codegen %.1f ms; %s", name, where, avals_text(desc),
+                   lowered.trace_ms, lowered.lower_ms, cache, compiled.passes_ms, compiled.codegen_ms, state)
+
+
+def persistent_cache_backends():
+    from minixla.cache import SERIALIZABLE_BACKENDS
+    return SERIALIZABLE_BACKENDS
 
 
 def warn_recompiles(fun, history, threshold: int) -> None:

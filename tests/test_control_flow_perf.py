@@ -61,7 +61,6 @@ def test_control_flow_benchmark_runs_fast():
 
 def test_loop_program_is_written_to_and_read_from_the_persistent_cache(tmp_path):
     # (was: "cannot serialize": the loop's compile context held closures)
-    from minixla import cache as pc
     def f(x):
         return lax.fori_loop(0, 9, lambda i, c: c * 0.5 + lax.cond(i > 4, lambda: 1.0, lambda: 0.25), x)
     x = np.ones(4, np.float32)
@@ -69,7 +68,6 @@ def test_loop_program_is_written_to_and_read_from_the_persistent_cache(tmp_path)
                                  minixla_persistent_cache_min_compile_time_secs=0.0):
         first = minixla.jit(f).lower(x).compile()
         again = minixla.jit(f).lower(x).compile()
-    pc.enable_jax_cache()  # (JAX's own settings back)
     assert not first.persistent_cache_hit and again.persistent_cache_hit
     expected = _jax_value(lambda x: jax.lax.fori_loop(
         0, 9, lambda i, c: c * 0.5 + jax.lax.cond(i > 4, lambda: 1.0, lambda: 0.25), x), x)

@@ -184,8 +184,8 @@ def test_boundary_wrapping_keeps_the_functions_metadata():
     ("jnp.asarray", "jax.numpy.asarray", "use minixla.numpy.asarray instead", lambda x: jnp.asarray(x)),
     ("jnp.reshape", "jax.numpy.reshape", "use minixla.numpy.reshape instead", lambda x: jnp.reshape(x, (6,))),
     ("jax.nn.relu", "jax.nn.relu", "use minixla.nn.relu instead", lambda x: jax.nn.relu(x)),
-    ("jnp.linalg.norm", "jax.numpy.linalg.norm", "minixla has no counterpart of jax.numpy.linalg yet",
-     lambda x: jnp.linalg.norm(x)),
+    ("jnp.linalg.norm", "jax.numpy.linalg.norm", "use minixla.numpy.linalg.norm instead",
+     lambda x: jnp.linalg.norm(x)),  # (was: "no counterpart of jax.numpy.linalg yet")
 ])
 def test_jax_function_on_a_tracer_names_it_and_the_minixla_counterpart(called, public, instead, fn):
     msg = _raises(errors.JaxFunctionError, fn, np.ones((2, 3), f32))
@@ -194,11 +194,14 @@ def test_jax_function_on_a_tracer_names_it_and_the_minixla_counterpart(called, p
     assert _at(fn) in msg
 
 
-def test_jax_random_on_a_tracer_says_minixla_has_no_random_module():
+def test_jax_random_on_a_tracer_names_minixla_random():
     fn = lambda key: jax.random.normal(key, (3,))  # noqa: E731
-    msg = _raises(TypeError, fn, np.zeros(2, np.uint32))
-    assert msg.startswith("jax.random.normal is a JAX function")
-    assert "minixla has no random module yet" in msg and _at(fn) in msg
+    msg = _raises(TypeError, fn, np.zeros(2, np.uint32))  # (was: "minixla has no random module yet")
+    assert msg.startswith("jax.random.normal is a JAX function: it cannot take minixla's traced values; "
+                          "use minixla.random.normal instead") and _at(fn) in msg
+    # a minixla typed key reaching jax.random is the same error (JAX names the key's class)
+    msg = _raises(TypeError, fn, minixla.random.key(0))
+    assert msg.startswith("jax.random.normal is a JAX function") and _at(fn) in msg
 
 
 def test_jax_function_through_an_alias_and_a_helper():

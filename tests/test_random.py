@@ -141,6 +141,39 @@ def test_typed_keys():
     np.testing.assert_array_equal(f(k), jr.uniform(jr.fold_in(jr.key(SEED), 3), (5,)))
 
 
+def test_jax_typed_keys_are_taken_everywhere():
+    """What ``jax.random.key`` returns (an extended ``key<fry>`` dtype) goes into minixla.random
+    eagerly, and into minixla.jit with either front end (was: "canonicalize_dtype called on
+    extended dtype" eagerly, "Cannot interpret 'key<fry>' as a data type" in jit)."""
+    jk = jr.key(SEED)
+    with jax.disable_jit():
+        want = np.asarray(jr.bits(jk, (3,)))
+        want_split = np.asarray(jr.key_data(jr.split(jk)))
+    np.testing.assert_array_equal(mr.bits(jk, (3,)), want)          # eager
+    ks = mr.split(jk)                                                # a typed key in, typed keys out
+    assert isinstance(ks, mr.PRNGKeyArray) and ks.shape == (2,)
+    np.testing.assert_array_equal(mr.key_data(ks), want_split)
+    f = minixla.jit(lambda k: mr.bits(k, (3,)))
+    np.testing.assert_array_equal(f(jk), want)
+    np.testing.assert_array_equal(f.lower(jk).compile()(jk), want)   # the Compiled, called with one
+    assert minixla.make_jaxpr(lambda k: mr.bits(k, (3,)))(jk).in_avals[0].shape == (2,)
+    jks = jr.split(jk, 3)  # vmap over JAX keys: mapped over the keys' axis, as jax.vmap
+    np.testing.assert_array_equal(minixla.vmap(lambda k: mr.bits(k, (2,)))(jks),
+                                  jax.vmap(lambda k: jr.bits(k, (2,)))(jks))
+    # JAX code sees a JAX typed key again (frontend="jax", and the switch to JAX's tracer)
+    jax_bits = lambda k: jr.bits(k, (3,))  # noqa: E731
+    for backend in ("llvm", "jax"):
+        np.testing.assert_array_equal(minixla.jit(jax_bits, frontend="jax", backend=backend)(jk), want)
+    np.testing.assert_array_equal(minixla.jit(jax_bits)(jk), want)
+    out = minixla.jit(jr.split, frontend="jax")(jk)                  # a typed key JAX returns
+    assert isinstance(out, mr.PRNGKeyArray) and out.shape == (2,)
+    np.testing.assert_array_equal(mr.key_data(out), want_split)
+    for fn in (lambda: mr.normal(jr.key(SEED, impl="rbg"), (3,)),
+               lambda: minixla.jit(lambda k: mr.bits(k, (3,)))(jr.key(SEED, impl="rbg"))):
+        with pytest.raises(NotImplementedError, match="threefry2x32 keys only, got a JAX key of impl='rbg'"):
+            fn()
+
+
 def test_vmap_over_split_keys():
     keys = mr.split(_key(), 3)
     got = minixla.vmap(lambda k: mr.uniform(k, (4,)))(keys)

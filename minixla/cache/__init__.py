@@ -21,18 +21,22 @@ truncated, another version or CPU, an unwritable directory, a full disk) is a
 ``CompilationCacheWarning`` and a normal compile.
 
 With a cache directory set, JAX's own persistent cache (``jax_compilation_cache_dir``) is
-turned on in the same directory: the ``jax`` backend's programs are compiled by XLA, and
-tracing evaluates some ops eagerly through JAX (each an XLA compile). JAX's files have their
-own names; this cache neither lists nor evicts them. Turning the cache off gives JAX its
-previous settings back (at the next trace).
+pointed at the same directory *while minixla compiles* (``jax_cache``): the ``jax`` backend's
+programs are compiled by XLA, and tracing evaluates some ops eagerly through JAX (each an XLA
+compile). JAX's settings are given back after each compile, so the user's own ``jax.jit``
+programs are not written there. JAX's files have their own names (``jit_*-cache``); this
+cache neither evicts nor clears them, and ``python -m minixla.cache`` lists and counts them
+as JAX's.
 
 ``python -m minixla.cache [--dir DIR] list|stats|clear`` inspects a directory. ``stats`` in
 this module counts this process's hits, misses and writes.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
+import threading
 import time
 
 from minixla.cache import store
@@ -43,7 +47,7 @@ from minixla.config import config
 
 __all__ = ["cache_key", "lowered_cache_key", "key_document", "CompilationCacheWarning", "directory", "load",
            "save", "load_lowered", "save_lowered",
-           "stats", "reset_stats", "enable_jax_cache", "SERIALIZABLE_BACKENDS"]
+           "stats", "reset_stats", "jax_cache", "key_setup", "SERIALIZABLE_BACKENDS"]
 
 #: backends whose executables this cache stores (the jax backend uses JAX's own cache)
 SERIALIZABLE_BACKENDS = ("llvm",)
@@ -64,26 +68,71 @@ def directory() -> str | None:
     return config.read("minixla_compilation_cache_dir")
 
 
+def key_setup() -> float:
+    """Do the once-per-process work every key needs and return its milliseconds (0.0 after the
+    first call): asking LLVM for the host target (which imports llvmlite and the LLVM backend,
+    also needed to load an entry) and the versions (the source fingerprint, read from its
+    memo). ``Compiled.key_setup_ms`` reports it apart from the key itself."""
+    global _key_setup_done
+    if _key_setup_done:
+        return 0.0
+    t0 = time.perf_counter()
+    host_target()
+    versions()
+    _key_setup_done = True
+    return (time.perf_counter() - t0) * 1e3
+
+
+_key_setup_done = False
+
+
+def _timed_key(fn, timing, *args):
+    t0 = time.perf_counter()
+    if timing is not None:
+        timing["key_setup_ms"] = timing.get("key_setup_ms", 0.0) + key_setup()
+    t1 = time.perf_counter()
+    try:
+        return fn(*args)
+    finally:
+        if timing is not None:
+            timing["_t"] = time.perf_counter()
+            timing["key_ms"] = timing.get("key_ms", 0.0) + (timing["_t"] - t1) * 1e3
+
+
+def _timed_load(timing):
+    if timing is not None and "_t" in timing:
+        timing["load_ms"] = timing.get("load_ms", 0.0) + (time.perf_counter() - timing.pop("_t")) * 1e3
+
+
 def _expect() -> dict:
     return {"format": FORMAT_VERSION, "versions": versions(), "target": host_target()}
 
 
-def load(module, backend: str, donated=()):
+def load(module, backend: str, donated=(), timing=None):
     """``(key, executable)`` for the optimized ``module``: the executable loaded from the cache,
     or None on a miss (then ``key`` is what ``save`` needs). ``(None, None)`` when the cache is
-    off or the backend's executables are not stored here."""
+    off or the backend's executables are not stored here. ``timing`` (a dict) gets
+    ``key_setup_ms``, ``key_ms`` and ``load_ms`` (reading and deserializing) added."""
     d = directory()
     if d is None or backend not in SERIALIZABLE_BACKENDS:
         return None, None
     try:
-        key = cache_key(module, backend, donated)
+        key = _timed_key(cache_key, timing, module, backend, donated)
     except Exception as e:  # (never fail a compile over the cache)
+        _timed_load(timing)
         store.warn(f"cannot compute the key: {type(e).__name__}: {e}; compiling")
         return None, None
+    try:
+        return key, _load(d, key)
+    finally:
+        _timed_load(timing)
+
+
+def _load(d, key):
     found = store.read(d, key, _expect())
     if found is None:
         stats["misses"] += 1
-        return key, None
+        return None
     header, payload = found
     try:
         from minixla.backends.llvm.serialization import deserialize
@@ -92,10 +141,10 @@ def load(module, backend: str, donated=()):
         stats["load_failures"] += 1
         store.warn(f"cannot load entry {store.entry_path(d, key)}: {type(e).__name__}: {e}; "
                    "compiling (it will be rewritten)")
-        return key, None
+        return None
     stats["hits"] += 1
     stats["ms_saved"] += float(header.get("compile_ms", 0.0))
-    return key, exe
+    return exe
 
 
 def save(key, module, backend: str, executable, compile_ms: float) -> bool:
@@ -125,27 +174,36 @@ def save(key, module, backend: str, executable, compile_ms: float) -> bool:
 
 # -- the first level: lowered program -> optimized program's entry --------------------------------
 
-def load_lowered(module, backend: str, donated=()):
+def load_lowered(module, backend: str, donated=(), timing=None):
     """``(lowered key, hit)`` for the *lowered* ``module`` (before the passes): ``hit`` is
     ``(executable, pass_log, fusion_log, kernels_unfused)`` when an entry maps this program
     to a stored optimized one (``save_lowered``), so the passes need not run; else None (and
-    the key is what ``save_lowered`` needs, or None when the cache is off)."""
+    the key is what ``save_lowered`` needs, or None when the cache is off). ``timing``: as
+    ``load``'s."""
     d = directory()
     if d is None or backend not in SERIALIZABLE_BACKENDS:
         return None, None
     try:
-        lkey = lowered_cache_key(module, backend, donated)
+        lkey = _timed_key(lowered_cache_key, timing, module, backend, donated)
     except Exception as e:  # (never fail a compile over the cache)
+        _timed_load(timing)
         store.warn(f"cannot compute the lowered key: {type(e).__name__}: {e}; compiling")
         return None, None
+    try:
+        return lkey, _load_lowered(d, lkey)
+    finally:
+        _timed_load(timing)
+
+
+def _load_lowered(d, lkey):
     found = store.read(d, lkey, _expect())
     if found is None:
-        return lkey, None
+        return None
     header, payload = found
     target = header.get("alias")
     entry = store.read(d, target, _expect()) if isinstance(target, str) else None
     if entry is None:  # (the optimized program's entry was evicted: compile; both are rewritten)
-        return lkey, None
+        return None
     try:
         from minixla.backends.llvm.serialization import deserialize
         pass_log, fusion_log, kernels_unfused = _unpickle(payload)
@@ -154,11 +212,11 @@ def load_lowered(module, backend: str, donated=()):
         stats["load_failures"] += 1
         store.warn(f"cannot load entry {store.entry_path(d, lkey)}: {type(e).__name__}: {e}; "
                    "compiling (it will be rewritten)")
-        return lkey, None
+        return None
     stats["hits"] += 1
     stats["lowered_hits"] += 1
     stats["ms_saved"] += float(entry[0].get("compile_ms", 0.0))
-    return lkey, (exe, pass_log, fusion_log, kernels_unfused)
+    return exe, pass_log, fusion_log, kernels_unfused
 
 
 def save_lowered(lkey, key, module, backend: str, pass_log, fusion_log, kernels_unfused) -> bool:
@@ -187,36 +245,95 @@ def _unpickle(payload: bytes):
     return pass_log, fusion_log, kernels_unfused
 
 
-_jax_cache_dir = None  # the directory JAX's cache was pointed at by us, or None
-_jax_saved: dict = {}  # JAX's own settings before that, restored when the cache is turned off
-
+#: JAX's settings while minixla compiles: its persistent cache in minixla's directory
 _JAX_OPTIONS = ("jax_compilation_cache_dir", "jax_persistent_cache_min_compile_time_secs",
                 "jax_persistent_cache_min_entry_size_bytes")
+_jax_lock = threading.Lock()
+_jax_depth = 0  # how many minixla compiles (all threads) are inside ``jax_cache`` now
+_jax_saved: dict = {}  # the user's JAX settings, given back when the last one leaves
+_jax_events = threading.local()  # this thread's counts of JAX's compilation-cache events
+_JAX_EVENTS = {"/jax/compilation_cache/compile_requests_use_cache": "requests",
+               "/jax/compilation_cache/cache_hits": "hits"}
 
 
-def enable_jax_cache() -> None:
-    """Point JAX's persistent cache at this cache's directory, or give JAX its own settings
-    back when the cache is off. Called before tracing (minixla evaluates some ops, constants
-    among them, eagerly through JAX, and each is an XLA compile) and before the ``jax``
-    backend compiles; a no-op when nothing changed."""
-    global _jax_cache_dir
+def _count_jax_event(event, **kwargs):
+    name = _JAX_EVENTS.get(event)
+    if name is not None:  # (JAX compiles in the calling thread: thread-local counts attribute it)
+        setattr(_jax_events, name, getattr(_jax_events, name, 0) + 1)
+
+
+class JaxCacheScope:
+    """What JAX's persistent cache did during one ``jax_cache()`` block: ``requests`` (XLA
+    compiles that consulted it) and ``hits`` (of those, served from the directory)."""
+
+    def __init__(self):
+        self.requests = self.hits = 0
+
+    def _counts(self):
+        return getattr(_jax_events, "requests", 0), getattr(_jax_events, "hits", 0)
+
+
+@contextlib.contextmanager
+def jax_cache():
+    """Point JAX's persistent cache at this cache's directory for the block, and give JAX the
+    user's own settings back after it: minixla's XLA compiles (the ``jax`` backend's programs,
+    and the ops tracing evaluates eagerly through JAX, constants among them) are cached in
+    minixla's directory, while the user's own ``jax.jit`` programs keep whatever
+    ``jax_compilation_cache_dir`` the user set (none by default). Yields a ``JaxCacheScope``
+    counting this thread's JAX cache requests and hits in the block (JAX's monitoring events).
+    With the cache off it changes nothing. Reentrant and thread-safe (the settings are JAX's
+    globals: another thread's ``jax.jit`` compiling during a minixla compile also sees them)."""
+    global _jax_depth
+    scope = JaxCacheScope()
     d = directory()
-    if d == _jax_cache_dir:
+    if d is None:
+        yield scope
         return
+    with _jax_lock:
+        if _jax_depth == 0 and not _point_jax_at(d):
+            d = None
+        else:
+            _jax_depth += 1
+    requests, hits = scope._counts()
+    try:
+        yield scope
+    finally:
+        now = scope._counts()
+        scope.requests, scope.hits = now[0] - requests, now[1] - hits
+        if d is not None:
+            with _jax_lock:
+                _jax_depth -= 1
+                if _jax_depth == 0:
+                    _restore_jax()
+
+
+def _point_jax_at(d) -> bool:
     try:
         import jax
         from jax._src import compilation_cache as jcc
-        if _jax_cache_dir is None:
-            _jax_saved.update({name: getattr(jax.config, name) for name in _JAX_OPTIONS})
-        if d is None:
-            for name, value in _jax_saved.items():
-                jax.config.update(name, value)
-        else:
-            jax.config.update("jax_compilation_cache_dir", d)
-            jax.config.update("jax_persistent_cache_min_compile_time_secs",
-                              float(config.read("minixla_persistent_cache_min_compile_time_secs")))
-            jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+        from jax._src import monitoring
+        if _count_jax_event not in monitoring._event_listeners:
+            monitoring.register_event_listener(_count_jax_event)
+        _jax_saved.clear()
+        _jax_saved.update({name: getattr(jax.config, name) for name in _JAX_OPTIONS})
+        jax.config.update("jax_compilation_cache_dir", d)
+        jax.config.update("jax_persistent_cache_min_compile_time_secs",
+                          float(config.read("minixla_persistent_cache_min_compile_time_secs")))
+        jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
         jcc.reset_cache()  # (JAX decides once whether it uses its cache: decide again)
-        _jax_cache_dir = d
+        return True
     except Exception as e:
         store.warn(f"cannot point JAX's persistent cache at {d}: {e}")
+        _restore_jax()
+        return False
+
+
+def _restore_jax() -> None:
+    try:
+        import jax
+        from jax._src import compilation_cache as jcc
+        for name, value in _jax_saved.items():
+            jax.config.update(name, value)
+        jcc.reset_cache()
+    except Exception as e:
+        store.warn(f"cannot give JAX its persistent-cache settings back: {e}")

@@ -32,6 +32,9 @@ _ENTRY_RE = re.compile(r"^minixla-[0-9a-f]{64}\.mxc$")
 _TEMP_RE = re.compile(r"^\.minixla-([0-9a-f]{64}\..*|sources-.*)\.tmp$")
 #: the source fingerprint's memo (``key.source_fingerprint``)
 _MEMO_RE = re.compile(r"^minixla-sources-[0-9a-f]{64}\.txt$")
+#: JAX's persistent-cache entries (``jax/_src/lru_cache.py``: ``<module name>-<key>-cache``, and
+#: ``-atime`` stamps when JAX caps its cache's size); never evicted or cleared here
+JAX_ENTRY_RE = re.compile(r"^(?P<name>.+)-(?P<key>[0-9a-f]{64})-(?P<kind>cache|atime)$")
 #: temporary files older than this (seconds) are a crashed writer's: eviction removes them
 STALE_TEMP_S = 3600.0
 
@@ -212,6 +215,27 @@ def evict(directory: str, max_size: int, keep=()) -> int:
             continue
         total -= size
     return deleted
+
+
+def jax_entries(directory: str) -> list[tuple[str, str, int, float]]:
+    """``(path, module name, bytes, last modification)`` of JAX's entry files in ``directory``
+    (``JAX_ENTRY_RE``; its ``-atime`` stamps are not entries)."""
+    out = []
+    try:
+        it = list(os.scandir(directory))
+    except OSError:
+        return out
+    for e in it:
+        m = JAX_ENTRY_RE.match(e.name)
+        if m is None or m["kind"] != "cache":
+            continue
+        try:
+            if e.is_file(follow_symlinks=False):
+                st = e.stat(follow_symlinks=False)
+                out.append((e.path, m["name"], st.st_size, max(st.st_mtime, st.st_atime)))
+        except OSError:
+            pass
+    return out
 
 
 def clear(directory: str) -> int:

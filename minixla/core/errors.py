@@ -254,7 +254,8 @@ def wrap_package_functions(namespace: dict, modules, extra=()) -> None:
 # ---------------------------------------------------------------------------------------
 # A JAX function called on a minixla traced value.
 
-_JAX_FAMILIES = {"jax.numpy": "minixla.numpy", "jax.lax": "minixla.lax", "jax.nn": "minixla.nn"}
+_JAX_FAMILIES = {"jax.numpy": "minixla.numpy", "jax.lax": "minixla.lax", "jax.nn": "minixla.nn",
+                 "jax.random": "minixla.random"}
 
 
 def _call_at(frame, lasti):
@@ -291,17 +292,13 @@ def _jax_function_message(frame, lasti, jax_said: str = "") -> str:
     name = getattr(fn, "__name__", None)
     if not module.startswith("jax") or name is None:
         what = f"{text} is a JAX function" if text else "a JAX function was called on a minixla traced value"
-        advice = ("call minixla.numpy / minixla.lax / minixla.nn functions on traced values "
-                  "(minixla has no random module yet)")
+        advice = "call minixla.numpy / minixla.lax / minixla.nn / minixla.random functions on traced values"
     else:
         family = next((f for f in ("jax.random", "jax.lax", "jax.nn") if module.startswith(f)), module)
         public = f"{family}.{name}"
         what = f"{text} ({public}) is a JAX function" if text and text != public else f"{public} is a JAX function"
-        target = _JAX_FAMILIES.get(family)
-        if family == "jax.random":
-            advice = ("minixla has no random module yet: draw the random numbers outside the traced "
-                      "function (numpy.random, or jax.random with a concrete key) and pass them in")
-        elif target is None:
+        target = _JAX_FAMILIES.get(family) or _minixla_module(family)
+        if target is None:
             advice = f"minixla has no counterpart of {family} yet"
         else:
             import importlib
@@ -314,11 +311,26 @@ def _jax_function_message(frame, lasti, jax_said: str = "") -> str:
     return msg + f"\n  at: {where}"
 
 
+def _minixla_module(family: str):
+    """minixla's module of the same path as the JAX module ``family`` (``jax.numpy.linalg`` ->
+    ``minixla.numpy.linalg``), or None where there is none."""
+    import importlib.util
+    if not family.startswith("jax."):
+        return None
+    name = "minixla" + family[3:]
+    try:
+        return name if importlib.util.find_spec(name) is not None else None
+    except (ImportError, ValueError):
+        return None
+
+
 def jax_function_error_from(e: BaseException):
     """If ``e`` is JAX's complaint about a minixla tracer passed to one of its functions (JAX
-    names the offending type: ``minixla.core.tracing.Tracer``, a JVP or a batching tracer), a ``JaxFunctionError`` naming
+    names the offending type: ``minixla.core.tracing.Tracer``, a JVP or a batching tracer, or
+    a ``minixla.random.PRNGKeyArray`` typed key), a ``JaxFunctionError`` naming
     that function, its minixla counterpart and the user's line; else None."""
-    if isinstance(e, MinixlaError) or not re.search(r"minixla\.[\w.]*Tracer\b", str(e)):
+    # (a minixla typed key reaching jax.random: JAX names its class, "unexpected PRNG key type")
+    if isinstance(e, MinixlaError) or not re.search(r"minixla\.[\w.]*(Tracer|PRNGKeyArray)\b", str(e)):
         return None
     tb, user = e.__traceback__, None
     while tb is not None:

@@ -389,6 +389,8 @@ def make_jaxpr(fun):
     """
     @functools.wraps(fun)
     def wrapped(*args, **kwargs):
+        from minixla.random.keys import jax_keys_to_minixla  # (JAX typed keys: as minixla's)
+        args, kwargs = jax_keys_to_minixla((args, kwargs), "make_jaxpr")
         flat, in_tree = tree_util.tree_flatten((args, kwargs))
         flat_fun, _ = flatten_fun(fun, in_tree)
         try:

@@ -493,6 +493,8 @@ def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None, spmd_axis_n
             raise _value_error("vmap in_axes must be an int, None, or a tuple of entries corresponding to the "
                              f"positional arguments passed to the function, but got len(in_axes)={len(in_axes)}, "
                              f"len(args)={len(args)}")
+        from minixla.random.keys import jax_keys_to_minixla  # (JAX typed keys: as minixla's)
+        args, kwargs = jax_keys_to_minixla((args, kwargs), "vmap")
         flat, in_tree = tree_util.tree_flatten(args)
         axes = _flatten_axes("vmap in_axes", in_tree, in_axes if isinstance(in_axes, tuple) else (in_axes,) * len(args)
                              if args else in_axes)

@@ -154,8 +154,43 @@ def key_impl(keys):
     return IMPL
 
 
+def is_jax_key(x) -> bool:
+    """Whether ``x`` is a concrete JAX typed key array (``jax.random.key``'s result: a
+    ``jax.Array`` of an extended ``key<...>`` dtype)."""
+    import jax
+    return (isinstance(x, jax.Array) and not isinstance(x, jax.core.Tracer)
+            and jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key))
+
+
+def from_jax_key(x, name="minixla.random"):
+    """A JAX typed key array as the ``PRNGKeyArray`` of the same threefry2x32 key data
+    (``jax.random.key_data``), so ``minixla.random`` and ``minixla.jit`` take what
+    ``jax.random.key`` returns; anything else is returned unchanged. Raises
+    ``UnsupportedError`` for a key of another implementation (``impl="rbg"``)."""
+    if not is_jax_key(x):
+        return x
+    import jax
+    impl = str(jax.random.key_impl(x))
+    if impl != IMPL:
+        raise errors.UnsupportedError(
+            f"{name}: minixla.random implements threefry2x32 keys only, got a JAX key of impl={impl!r}"
+            f"\n  at: {errors.user_source_line()}")
+    return PRNGKeyArray(np.asarray(jax.random.key_data(x)))
+
+
+def jax_keys_to_minixla(tree, name="minixla"):
+    """``tree`` with every JAX typed key replaced by its ``PRNGKeyArray`` (``from_jax_key``), for
+    the entry points that take pytrees of arrays (``jit``, ``make_jaxpr``, ``vmap``): the key
+    then flattens to its ``uint32[..., 2]`` data. The same object when there is none."""
+    if not any(is_jax_key(leaf) for leaf in tree_util.tree_leaves(tree)):
+        return tree
+    return tree_util.tree_map(lambda x: from_jax_key(x, name), tree)
+
+
 def _key_base(name, k, allow_batched=False):
-    """``(uint32[..., 2] data, was_typed)`` of a typed or raw key; checks its type and shape."""
+    """``(uint32[..., 2] data, was_typed)`` of a typed or raw key; checks its type and shape.
+    A JAX typed key (``jax.random.key``) is taken as the typed key of its data."""
+    k = from_jax_key(k, name)
     if isinstance(k, PRNGKeyArray):
         base, typed, kshape = k._base, True, k.shape
     else:
