@@ -577,7 +577,8 @@ def svd(x, *, full_matrices: bool = True, compute_uv: bool = True, subset_by_ind
     ``x = u[..., :k] * s @ vh[..., :k, :]``, ``u[..., m, m]``/``vh[..., n, n]`` with
     ``full_matrices`` (else ``[..., m, k]``/``[..., k, n]``). One-sided Jacobi. Singular vectors
     are unique only up to sign (and the completion of ``u``/``vh`` beyond ``k`` with
-    ``full_matrices`` to a rotation). ``subset_by_index`` and ``algorithm`` are not supported
+    ``full_matrices`` to a rotation). An empty ``x`` (``k = 0``) gives no singular values and
+    identities (``full_matrices``) or empty factors, as JAX. ``subset_by_index`` and ``algorithm`` are not supported
     (UnsupportedError). Raises ShapeError for rank < 2."""
     mnp = _mnp()
     if subset_by_index is not None or algorithm is not None:

@@ -567,7 +567,8 @@ def lstsq(a, b, rcond=None, *, numpy_resid=False):
     (``jax.numpy.linalg.lstsq``): ``(x, residuals, rank, s)`` via the SVD, singular values
     below ``rcond * s[0]`` (default ``eps * max(m, n)``; a negative ``rcond`` means ``eps``)
     dropped. ``residuals`` is ``||b - a x||**2`` per column; with ``numpy_resid`` (eager only,
-    as JAX) empty when ``rank < n`` or ``m <= n``. Raises ValueError for mismatched leading
+    as JAX) empty when ``rank < n`` or ``m <= n``. An empty ``a`` gives the zero solution and no
+    singular values, as JAX. Raises ValueError for mismatched leading
     dims, TypeError for other ranks."""
     a, b = _p._promote_inexact(_p._arr(a), _p._arr(b))
     sa, sb = get_aval(a).shape, get_aval(b).shape
