@@ -258,7 +258,7 @@ def _lazy_custom_jvp(fun, rule):
     return call
 
 
-def _slogdet_lu_impl(a):
+def _slogdet_lu(a):
     dt = get_aval(a).dtype
     n = get_aval(a).shape[-1]
     lu, piv, _ = _lla.lu(a)
@@ -273,7 +273,7 @@ def _slogdet_lu_impl(a):
     return sign, logdet
 
 
-def _slogdet_small_impl(a):
+def _slogdet_small(a):
     det = _small_det(a, get_aval(a).shape[-1])
     return _ew.sign(det), _ew.log(_ew.abs(det))
 
@@ -309,12 +309,12 @@ def _slogdet_small_jvp(primals, tangents):
     return (sign, logdet), (_cr.zeros_like(sign), dlog)
 
 
-_slogdet_lu = _lazy_custom_jvp(_slogdet_lu_impl, _slogdet_lu_jvp)
-_slogdet_small = _lazy_custom_jvp(_slogdet_small_impl, _slogdet_small_jvp)
+_slogdet_lu_cj = _lazy_custom_jvp(_slogdet_lu, _slogdet_lu_jvp)
+_slogdet_small_cj = _lazy_custom_jvp(_slogdet_small, _slogdet_small_jvp)
 
 
 def _slogdet(a):
-    return (_slogdet_small if get_aval(a).shape[-1] in (1, 2) else _slogdet_lu)(a)
+    return (_slogdet_small_cj if get_aval(a).shape[-1] in (1, 2) else _slogdet_lu_cj)(a)
 
 
 def slogdet(a, *, method=None):
@@ -383,7 +383,7 @@ def _cofactor_solve(a, b):
     return partial[..., -1], _ew.where(low_rank, zero, x)
 
 
-def _det_impl(a):
+def _det(a):
     sign, logdet = _slogdet(a)
     return _ew.multiply(sign, _ew.exp(logdet))
 
@@ -397,7 +397,7 @@ def _det_jvp(primals, tangents):
     return y, _trace_of_product(adj, g)
 
 
-_det = _lazy_custom_jvp(_det_impl, _det_jvp)
+_det_cj = _lazy_custom_jvp(_det, _det_jvp)  # (named as JAX's, ``_det``, in a jaxpr)
 
 
 def det(a):
@@ -412,7 +412,7 @@ def det(a):
         raise ValueError(f"Argument to _det() must have shape [..., n, n], got {shape}")
     if shape[-1] in (2, 3):
         return _small_det(a, shape[-1])
-    return _det(a)
+    return _det_cj(a)
 
 
 def _lu_solve(a, b):
