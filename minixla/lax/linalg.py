@@ -135,6 +135,8 @@ def lu(x):
 
     perm0 = mnp.broadcast_to(rows, (*batch, m))
     piv0 = mnp.zeros((*batch, k), np.int32)
+    if k == 0:  # (nothing to eliminate; the step cannot even be traced: argmax of no rows)
+        return x, piv0, perm0
     a, perm, piv = lax.fori_loop(0, k, step, (x, perm0, piv0))
     return a, piv, perm
 
@@ -575,13 +577,24 @@ def svd(x, *, full_matrices: bool = True, compute_uv: bool = True, subset_by_ind
     ``x = u[..., :k] * s @ vh[..., :k, :]``, ``u[..., m, m]``/``vh[..., n, n]`` with
     ``full_matrices`` (else ``[..., m, k]``/``[..., k, n]``). One-sided Jacobi. Singular vectors
     are unique only up to sign (and the completion of ``u``/``vh`` beyond ``k`` with
-    ``full_matrices`` to a rotation). ``subset_by_index`` and ``algorithm`` are not supported
+    ``full_matrices`` to a rotation). An empty ``x`` (``k = 0``) gives no singular values and
+    identities (``full_matrices``) or empty factors, as JAX. ``subset_by_index`` and ``algorithm`` are not supported
     (UnsupportedError). Raises ShapeError for rank < 2."""
     mnp = _mnp()
     if subset_by_index is not None or algorithm is not None:
         raise errors.UnsupportedError("svd: subset_by_index and algorithm are not supported")
     x = _operand(x, "svd")
-    m, n = get_aval(x).shape[-2:]
+    *batch, m, n = get_aval(x).shape
+    if m == 0 or n == 0:
+        # no singular values; the full factors are identities (as LAPACK's gesdd), the thin ones empty
+        dt = get_aval(x).dtype
+        s = mnp.zeros((*batch, 0), dt)
+        if not compute_uv:
+            return s
+        if full_matrices:
+            return (mnp.broadcast_to(mnp.eye(m, dtype=dt), (*batch, m, m)), s,
+                    mnp.broadcast_to(mnp.eye(n, dtype=dt), (*batch, n, n)))
+        return mnp.zeros((*batch, m, 0), dt), s, mnp.zeros((*batch, 0, n), dt)
     u, s, v = _svd_custom()(x)
     if not compute_uv:
         return s

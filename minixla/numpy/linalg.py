@@ -100,7 +100,9 @@ def norm(x, ord=None, axis=None, keepdims=False):  # noqa: A002 (numpy's name)
     elif ord in ("nuc", 2, -2):
         y = _mn.moveaxis(x, (row, col), (-2, -1))
         sv = svdvals(y)
-        out = _r.sum(sv, axis=-1) if ord == "nuc" else (_r.amax(sv, axis=-1) if ord == 2 else _r.amin(sv, axis=-1))
+        # (an empty matrix has no singular values: its 2-norm is 0 as JAX's, its -2-norm an error)
+        out = _r.sum(sv, axis=-1) if ord == "nuc" else (
+            _r.amax(sv, axis=-1, initial=0) if ord == 2 else _r.amin(sv, axis=-1))
         if keepdims:
             out = _mn.expand_dims(out, tuple(sorted(axes)))
         return out
@@ -241,6 +243,21 @@ def _diag(a):
     return _m.diagonal(a, axis1=-2, axis2=-1)
 
 
+def _lazy_custom_jvp(fun, rule):
+    """``custom_jvp(fun)`` with ``rule``, built on first use (the interpreters import
+    ``minixla.numpy``, so this module cannot import them at load time)."""
+    made = []
+
+    def call(*args):
+        if not made:
+            from minixla.interpreters.custom_derivatives import custom_jvp
+            f = custom_jvp(fun)
+            f.defjvp(rule)
+            made.append(f)
+        return made[0](*args)
+    return call
+
+
 def _slogdet_lu(a):
     dt = get_aval(a).dtype
     n = get_aval(a).shape[-1]
@@ -256,21 +273,63 @@ def _slogdet_lu(a):
     return sign, logdet
 
 
+def _slogdet_small(a):
+    det = _small_det(a, get_aval(a).shape[-1])
+    return _ew.sign(det), _ew.log(_ew.abs(det))
+
+
+def _trace_of_product(c, g):
+    """``trace(c @ g)`` as ``sum(c.T * g)``: the rules below solve against the identity (primal
+    values only) and apply the result to the tangent here, not loop over the tangent, so the
+    tangent map has no loop and transposes for reverse mode."""
+    return _r.sum(_ew.multiply(_m.matrix_transpose(c), g), axis=(-2, -1))
+
+
+def _slogdet_lu_jvp(primals, tangents):
+    # d log|det A| = trace(A^-1 dA) (inf/NaN for a singular A, as JAX's); the sign is locally
+    # constant (its derivative at det = 0 is taken as 0, as JAX)
+    a, = primals
+    g, = tangents
+    sign, logdet = _slogdet(a)
+    return (sign, logdet), (_cr.zeros_like(sign), _trace_of_product(inv(a), g))
+
+
+def _slogdet_small_jvp(primals, tangents):
+    # JAX's closed forms: g/x for 1x1, the cofactor expansion over det for 2x2
+    a, = primals
+    g, = tangents
+    sign, logdet = _slogdet(a)
+    e = lambda m, i, j: _entry(m, i, j)  # noqa: E731
+    if get_aval(a).shape[-1] == 1:
+        dlog = _ew.divide(e(g, 0, 0), e(a, 0, 0))
+    else:
+        num = (e(g, 0, 0) * e(a, 1, 1) - e(g, 0, 1) * e(a, 1, 0)
+               - e(g, 1, 0) * e(a, 0, 1) + e(g, 1, 1) * e(a, 0, 0))
+        dlog = _ew.divide(num, _small_det(a, 2))
+    return (sign, logdet), (_cr.zeros_like(sign), dlog)
+
+
+_slogdet_lu_cj = _lazy_custom_jvp(_slogdet_lu, _slogdet_lu_jvp)
+_slogdet_small_cj = _lazy_custom_jvp(_slogdet_small, _slogdet_small_jvp)
+
+
+def _slogdet(a):
+    return (_slogdet_small_cj if get_aval(a).shape[-1] in (1, 2) else _slogdet_lu_cj)(a)
+
+
 def slogdet(a, *, method=None):
     """``(sign, logabsdet)`` of the determinants of ``a[..., n, n]`` (``jax.numpy.linalg.slogdet``):
-    ``det = sign * exp(logabsdet)`` without overflow; a singular matrix gives ``(0, -inf)``. By
-    LU (``method=None``/``"lu"``; sizes 1 and 2 by their closed forms, as JAX); ``"qr"`` is not
-    supported (UnsupportedError). Raises ValueError for a non-square or rank < 2 ``a``."""
+    ``det = sign * exp(logabsdet)`` without overflow; a singular matrix gives ``(0, -inf)``, a
+    ``0 x 0`` one ``(1, 0)``. By LU (``method=None``/``"lu"``; sizes 1 and 2 by their closed
+    forms, as JAX); ``"qr"`` is not supported (UnsupportedError). Derivatives as JAX's
+    ``custom_jvp``: ``d logabsdet = trace(solve(a, da))`` (inf/NaN at a singular ``a``), ``d sign
+    = 0``. Raises ValueError for a non-square or rank < 2 ``a``."""
     a = _square(a, "slogdet()")
     if method not in (None, "lu"):
         if method == "qr":
             raise errors.UnsupportedError("slogdet: method='qr' is not supported (use the default LU)")
         raise ValueError(f"Unknown slogdet method '{method}'. Supported methods are 'lu' (`None`), and 'qr'.")
-    n = get_aval(a).shape[-1]
-    if n in (1, 2):
-        det = _small_det(a, n)
-        return SlogdetResult(_ew.sign(det), _ew.log(_ew.abs(det)))
-    return SlogdetResult(*_slogdet_lu(a))
+    return SlogdetResult(*_slogdet(a))
 
 
 def _entry(a, i, j):
@@ -289,18 +348,71 @@ def _small_det(a, n):
             - m(m(e(0, 2), e(1, 1)), e(2, 0)) - m(m(e(0, 0), e(1, 2)), e(2, 1)) - m(m(e(0, 1), e(1, 0)), e(2, 2)))
 
 
+def _cofactor_solve(a, b):
+    """``(det(a), adj(a) @ b)`` for ``a[..., n, n]``, ``b[..., n, k]`` (same batch dims): what
+    ``det(a) * solve(a, b)`` is for a regular ``a``, but finite for a singular one, as JAX's
+    ``_cofactor_solve`` defines it. With ``P a = L U`` (partial pivoting), ``adj(a) b =
+    det(a) U^-1 L^-1 P b``; the last row of ``U^-1 y`` is ``y[-1] / U[-1, -1]``, and ``det(a) /
+    U[-1, -1]`` is the product ``p`` of the other pivots (with the permutation's sign). So the
+    rows of ``L^-1 P b`` but the last are scaled by ``det(a)``, the last is kept, and ``U[-1, -1]``
+    becomes ``1 / p``: for rank ``n - 1`` (``U[-1, -1] = 0``) nothing divides by zero. A zero
+    among the other pivots (rank < n - 1, where the adjugate is 0) shows as a non-finite solve of
+    ``U x = 1``: those matrices give 0."""
+    n = get_aval(a).shape[-1]
+    dt = get_aval(a).dtype
+    if n == 0:  # (an empty product: det 1, and no entries to solve for)
+        return _cr.ones(get_aval(a).shape[:-2], dt), b
+    if n == 1:
+        return a[..., 0, 0], b
+    lu, piv, perm = _lla.lu(a)
+    swaps = _r.sum(_ew.not_equal(piv, _cr.arange(n, dtype=np.int32)), axis=-1)
+    sign = _ew.where(_ew.equal(_ew.remainder(swaps, 2), 1), np.asarray(-1, dt), np.asarray(1, dt))
+    partial = _ew.multiply(_r.cumprod(_diag(lu), axis=-1), _mn.expand_dims(sign, -1))
+    rows = _cr.arange(n, dtype=np.int32)
+    corner = _ew.logical_and(_ew.equal(rows, n - 1)[:, None], _ew.equal(rows, n - 1)[None, :])
+    lu = _ew.where(corner, _ew.divide(np.asarray(1, dt), partial[..., -2])[..., None, None], lu)
+    ones = _cr.ones(get_aval(b).shape[:-1] + (1,), dt)
+    probe = _lla.triangular_solve(lu, ones, left_side=True, lower=False)
+    low_rank = _r.any(_ew.logical_not(_ew.isfinite(probe)), axis=(-2, -1))[..., None, None]
+    zero = np.asarray(0, dt)
+    x = _ew.where(low_rank, zero, b)
+    x = _ix.take_along_axis(x, _mn.expand_dims(perm, -1), axis=-2)
+    x = _lla.triangular_solve(lu, x, left_side=True, lower=True, unit_diagonal=True)
+    x = _mn.concatenate([_ew.multiply(x[..., :-1, :], partial[..., -1:, None]), x[..., -1:, :]], axis=-2)
+    x = _lla.triangular_solve(lu, x, left_side=True, lower=False)
+    return partial[..., -1], _ew.where(low_rank, zero, x)
+
+
+def _det(a):
+    sign, logdet = _slogdet(a)
+    return _ew.multiply(sign, _ew.exp(logdet))
+
+
+def _det_jvp(primals, tangents):
+    # d det = trace(adj(a) da): finite at a singular a (JAX's rule, through _cofactor_solve)
+    a, = primals
+    g, = tangents
+    shape = get_aval(a).shape
+    y, adj = _cofactor_solve(a, _p.broadcast_to(_cr.eye(shape[-1], dtype=get_aval(a).dtype), shape))
+    return y, _trace_of_product(adj, g)
+
+
+_det_cj = _lazy_custom_jvp(_det, _det_jvp)  # (named as JAX's, ``_det``, in a jaxpr)
+
+
 def det(a):
     """The determinants ``[...]`` of ``a[..., n, n]`` (``jax.numpy.linalg.det``): closed forms for
-    ``n = 2, 3`` (as JAX), else ``sign * exp(logabsdet)`` of the LU ``slogdet``; integer input is
-    promoted to float. Raises ValueError for a non-square or rank < 2 ``a``."""
+    ``n = 2, 3`` (as JAX), else ``sign * exp(logabsdet)`` of the LU ``slogdet`` (``1`` for
+    ``0 x 0``); integer input is promoted to float. The derivative of the LU form is JAX's
+    ``custom_jvp``: ``trace(adj(a) @ da)``, finite at a singular ``a`` (the cofactor matrix; 0
+    for rank < n - 1). Raises ValueError for a non-square or rank < 2 ``a``."""
     a = _inexact(a)
     shape = get_aval(a).shape
     if len(shape) < 2 or shape[-1] != shape[-2]:
         raise ValueError(f"Argument to _det() must have shape [..., n, n], got {shape}")
     if shape[-1] in (2, 3):
         return _small_det(a, shape[-1])
-    sign, logdet = _slogdet_lu(a)
-    return _ew.multiply(sign, _ew.exp(logdet))
+    return _det_cj(a)
 
 
 def _lu_solve(a, b):
@@ -455,7 +567,8 @@ def lstsq(a, b, rcond=None, *, numpy_resid=False):
     (``jax.numpy.linalg.lstsq``): ``(x, residuals, rank, s)`` via the SVD, singular values
     below ``rcond * s[0]`` (default ``eps * max(m, n)``; a negative ``rcond`` means ``eps``)
     dropped. ``residuals`` is ``||b - a x||**2`` per column; with ``numpy_resid`` (eager only,
-    as JAX) empty when ``rank < n`` or ``m <= n``. Raises ValueError for mismatched leading
+    as JAX) empty when ``rank < n`` or ``m <= n``. An empty ``a`` gives the zero solution and no
+    singular values, as JAX. Raises ValueError for mismatched leading
     dims, TypeError for other ranks."""
     a, b = _p._promote_inexact(_p._arr(a), _p._arr(b))
     sa, sb = get_aval(a).shape, get_aval(b).shape
@@ -470,17 +583,21 @@ def lstsq(a, b, rcond=None, *, numpy_resid=False):
         raise TypeError(f"{len(sb)}-dimensional array given. Array must be one or two-dimensional")
     m, n = sa
     dt = get_aval(a).dtype
-    if rcond is None:
-        rcond = np.asarray(np.finfo(dt).eps * max(m, n), dt)
+    if m == 0 or n == 0:  # (no singular values, so no s[0]: the zero solution, as JAX)
+        s, rank = _cr.zeros((0,), dt), _r.sum(_cr.zeros((0,), bool))
+        x = _cr.zeros((n, get_aval(b).shape[1]), dt)
     else:
-        rcond = _ew.where(_ew.less(rcond, 0), np.asarray(np.finfo(dt).eps, dt), _cr.astype(rcond, dt))
-    u, s, vh = svd(a, full_matrices=False)
-    mask = _ew.logical_and(_ew.greater(s, 0), _ew.greater_equal(s, _ew.multiply(rcond, s[0])))
-    rank = _r.sum(mask)
-    safe = _ew.where(mask, s, np.asarray(1, dt))
-    s_inv = _mn.expand_dims(_ew.where(mask, _ew.divide(np.asarray(1, dt), safe), np.asarray(0, dt)), -1)
-    uTb = _c.matmul(_m.matrix_transpose(u), b)
-    x = _c.matmul(_m.matrix_transpose(vh), _ew.multiply(s_inv, uTb))
+        if rcond is None:
+            rcond = np.asarray(np.finfo(dt).eps * max(m, n), dt)
+        else:
+            rcond = _ew.where(_ew.less(rcond, 0), np.asarray(np.finfo(dt).eps, dt), _cr.astype(rcond, dt))
+        u, s, vh = svd(a, full_matrices=False)
+        mask = _ew.logical_and(_ew.greater(s, 0), _ew.greater_equal(s, _ew.multiply(rcond, s[0])))
+        rank = _r.sum(mask)
+        safe = _ew.where(mask, s, np.asarray(1, dt))
+        s_inv = _mn.expand_dims(_ew.where(mask, _ew.divide(np.asarray(1, dt), safe), np.asarray(0, dt)), -1)
+        uTb = _c.matmul(_m.matrix_transpose(u), b)
+        x = _c.matmul(_m.matrix_transpose(vh), _ew.multiply(s_inv, uTb))
     if numpy_resid and (int(rank) < n or m <= n):
         resid = _cr.zeros((0,), dt)
     else:
