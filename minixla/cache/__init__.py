@@ -87,7 +87,6 @@ _key_setup_done = False
 
 
 def _timed_key(fn, timing, *args):
-    t0 = time.perf_counter()
     if timing is not None:
         timing["key_setup_ms"] = timing.get("key_setup_ms", 0.0) + key_setup()
     t1 = time.perf_counter()
@@ -113,17 +112,24 @@ def load(module, backend: str, donated=(), timing=None):
     or None on a miss (then ``key`` is what ``save`` needs). ``(None, None)`` when the cache is
     off or the backend's executables are not stored here. ``timing`` (a dict) gets
     ``key_setup_ms``, ``key_ms`` and ``load_ms`` (reading and deserializing) added."""
+    return _lookup(cache_key, "key", _load, module, backend, donated, timing)
+
+
+def _lookup(key_fn, what, read, module, backend, donated, timing):
+    """``(key_fn(...), read(directory, key))``, or ``(None, None)`` when the cache is off, the
+    backend is not stored here or the key cannot be computed (a warning: never fail a compile
+    over the cache); ``timing`` gets the key's and the read's ms."""
     d = directory()
     if d is None or backend not in SERIALIZABLE_BACKENDS:
         return None, None
     try:
-        key = _timed_key(cache_key, timing, module, backend, donated)
-    except Exception as e:  # (never fail a compile over the cache)
+        key = _timed_key(key_fn, timing, module, backend, donated)
+    except Exception as e:
         _timed_load(timing)
-        store.warn(f"cannot compute the key: {type(e).__name__}: {e}; compiling")
+        store.warn(f"cannot compute the {what}: {type(e).__name__}: {e}; compiling")
         return None, None
     try:
-        return key, _load(d, key)
+        return key, read(d, key)
     finally:
         _timed_load(timing)
 
@@ -180,19 +186,7 @@ def load_lowered(module, backend: str, donated=(), timing=None):
     to a stored optimized one (``save_lowered``), so the passes need not run; else None (and
     the key is what ``save_lowered`` needs, or None when the cache is off). ``timing``: as
     ``load``'s."""
-    d = directory()
-    if d is None or backend not in SERIALIZABLE_BACKENDS:
-        return None, None
-    try:
-        lkey = _timed_key(lowered_cache_key, timing, module, backend, donated)
-    except Exception as e:  # (never fail a compile over the cache)
-        _timed_load(timing)
-        store.warn(f"cannot compute the lowered key: {type(e).__name__}: {e}; compiling")
-        return None, None
-    try:
-        return lkey, _load_lowered(d, lkey)
-    finally:
-        _timed_load(timing)
+    return _lookup(lowered_cache_key, "lowered key", _load_lowered, module, backend, donated, timing)
 
 
 def _load_lowered(d, lkey):
