@@ -134,3 +134,32 @@ def test_gather_cotangent_is_scattered_in_the_gathers_mode():
         got = minixla.jit(pulled(minixla.vjp, mnp), backend=backend)(x, i, c)
         for g, w in zip(got, want):
             np.testing.assert_array_equal(np.asarray(g), np.asarray(w), err_msg=backend)
+
+
+@pytest.mark.parametrize("shape,index", [((5, 0), 1), ((5, 5, 0), 7)])
+def test_scatter_gradients_into_an_empty_operand(shape, index):
+    """A deep-fuzz find (grad mode, seed 8001): ``x.at[i].min(v)`` on an array with a size-0 dim
+    had a JVP/transpose that gathered a size-1 window from the flattened, empty operand (a gather
+    shape error under jit and vmap). Every window was dropped: the gradients are JAX's."""
+    def f(np_):
+        def g(x, v):
+            at = x.at[index]
+            return (np_.sum(at.min(v)) + np_.sum(at.max(v)) + np_.sum(at.set(v)) + np_.sum(at.add(v))
+                    + 2 * v)
+        return g
+    x, v = np.zeros(shape, np.float32), np.float32(0.5)
+    want = jax.grad(f(jnp), argnums=(0, 1))(x, v)
+    g = minixla.grad(f(mnp), argnums=(0, 1))
+    for got in (g(x, v), minixla.jit(g)(x, v), minixla.jit(g, backend="jax")(x, v)):
+        assert_tree_close(as_np(got), as_np(want))
+    vs = np.array([0.5, -1.0], np.float32)
+    got = minixla.jit(minixla.vmap(g, in_axes=(None, 0)))(x, vs)
+    assert_tree_close(as_np(got), as_np(jax.vmap(jax.grad(f(jnp), argnums=(0, 1)), in_axes=(None, 0))(x, vs)))
+
+
+def test_static_int_index_into_an_empty_axis_of_at_raises_as_jax():
+    for op in ("set", "add", "min"):
+        with pytest.raises(IndexError, match="out of bounds for axis 1 with size 0"):
+            minixla.jit(lambda x: getattr(x.at[:, 2], op)(1.0))(np.zeros((3, 0), np.float32))
+        with pytest.raises(IndexError):
+            jax.jit(lambda x: getattr(x.at[:, 2], op)(1.0))(np.zeros((3, 0), np.float32))

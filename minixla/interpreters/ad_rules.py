@@ -600,19 +600,9 @@ def _scatter_add_t(ct, x, idx, upd, *, dimension_numbers, mode=None, **_):
     dn = dimension_numbers
     t_x = ct if is_undefined(x) else None
     t_u = None
-    if is_undefined(upd):
-        upd_shape = upd.aval.shape
-        op_shape = _shape(ct)
-        win = iter(upd_shape[d] for d in dn.update_window_dims)
-        sizes = tuple(1 if d in dn.inserted_window_dims else next(win) for d in range(len(op_shape)))
-        gdn = L.GatherDimensionNumbers(tuple(dn.update_window_dims), tuple(dn.inserted_window_dims),
-                                       tuple(dn.scatter_dims_to_operand_dims))
-        if mode in (_M.CLIP, _M.PROMISE_IN_BOUNDS):  # (JAX's gather in the scatter's mode: both clamp)
-            t_u = L.gather_p.bind(ct, idx, dimension_numbers=gdn, slice_sizes=sizes, mode=mode,
-                                  fill_value=None)
-        else:  # the scatter dropped a window that did not fit: it gets no cotangent
-            t_u = L.gather_p.bind(ct, idx, dimension_numbers=gdn, slice_sizes=sizes, mode=_M.FILL_OR_DROP,
-                                  fill_value=np.zeros((), get_aval(ct).dtype)[()])
+    if is_undefined(upd):  # (the gather in the scatter's mode, as JAX's transpose)
+        from minixla.interpreters.ad_scatter_rules import _inverse_gather
+        t_u = _inverse_gather(_shape(ct), idx, upd.aval.shape, dn, mode, ct)
     return [t_x, None, t_u]
 
 

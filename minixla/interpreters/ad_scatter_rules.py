@@ -42,6 +42,10 @@ def _inverse_gather(x_shape, idx, upd_shape, dn, mode, src):
     as HLO gather is), while its scatter dropped the window."""
     win = iter(upd_shape[d] for d in dn.update_window_dims)
     sizes = tuple(1 if d in dn.inserted_window_dims else next(win) for d in range(len(x_shape)))
+    if any(s > n for s, n in zip(sizes, x_shape)):
+        # An empty operand (a size-0 dim under an inserted window dim: the scatter's shape rule
+        # allows it, gather's does not): every window was dropped, nothing can be read back.
+        return L.full(upd_shape, 0, get_aval(src).dtype)
     gdn = L.GatherDimensionNumbers(tuple(dn.update_window_dims), tuple(dn.inserted_window_dims),
                                    tuple(dn.scatter_dims_to_operand_dims))
     if mode in (_M.CLIP, _M.PROMISE_IN_BOUNDS):  # (HLO gather clamps; a dropped window never wins)

@@ -558,6 +558,8 @@ def _static_flat_positions(shape, idx, mode=None):
             new_idx.append(None)
             continue
         n = shape[dim]
+        if e[0] == "int" and n == 0:  # (as JAX's scatter, which XLA could not index there)
+            raise IndexError(f"index is out of bounds for axis {dim} with size 0{_where_line()}")
         if e[0] == "slice":
             new_idx.append(e[1])
         else:
