@@ -21,6 +21,16 @@ Why it is written this way (measured; LLVM does not tile loops by itself):
   L1, runs at ~85-100 GFLOP/s per core and whole GEMMs at 55-65 (XLA's Eigen: 53-72), per
   CPU-second, one thread. 6 x 4, 8 x 2 and 12 x 2 tiles measured no faster than 4 x 4, nor
   did 512-bit vectors in the kernel's own loops (``PREFER_VECTOR_WIDTH``).
+  **The tile follows the target's registers** (``VECTOR_REGISTERS``): AVX2 has 16 ``ymm``,
+  so there the tiles are 4 x 3, 6 x 2 and 8 x 1 ``<8 x float>`` (at most 16 registers with
+  B's vectors and the broadcast; no stack access in the FMA loop, which a test checks in the
+  assembly). Measured on the ``rocketlake`` host restricted to ``haswell``, one pinned
+  thread, per CPU-second (FMA peak 74 GFLOP/s): in L1 the tiles run at 70 (4 x 3), 71
+  (6 x 2) and 50 (8 x 1) GFLOP/s, the former 4 x 2 at 61; the former 8 x 2 spilled 14 stack
+  accesses into every step, and since every full panel of AVX2 was two vectors wide it ran
+  the whole forward MLP: 28.2 ms -> 14.7 ms (18.8 -> 45.8 GFLOP/s; XLA's AVX-512 libraries,
+  which ignore the ISA limit: 46). The tile height changes no arithmetic: a target's results
+  do not depend on it.
 * **Packing.** Per K block, the ``KC x NR`` panel of B is copied into a contiguous,
   64-byte-aligned stack buffer (32 KiB for f32: it stays in L1). This also makes a transposed
   B (``q @ k.T``) as fast as a plain one, and avoids the 4 KiB-stride cache-set conflicts
