@@ -531,3 +531,83 @@ def test_parallel_kernels_work_after_fork(monkeypatch):
         os._exit(0 if ok else 1)
     _, status = os.waitpid(pid, 0)
     assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0  # (SIGALRM: the child hung)
+
+
+# ---------------------------------------------------------------------------------------
+# The register tile fits the target's registers (AVX-512: 32, AVX2: 16).
+
+def _hot_loop_stack_accesses(asm: str) -> list[int]:
+    """Per innermost loop holding vector FMAs (a label, then straight code up to the jump
+    back to it): its accesses through the stack pointer -- a spilled accumulator shows as a
+    load and a store around its FMA."""
+    lines, counts = asm.splitlines(), []
+    for i, line in enumerate(lines):
+        m = re.match(r"^(\.LBB\w+):", line)
+        if not m:
+            continue
+        for j in range(i + 1, len(lines)):
+            if re.match(r"^\.LBB\w+:", lines[j]):
+                break
+            if re.match(r"^\s+j\w+\s+" + re.escape(m.group(1)) + r"\s*$", lines[j]):
+                body = lines[i + 1:j]
+                if any("vfmadd" in b for b in body):
+                    counts.append(sum("(%rsp" in b for b in body))
+                break
+    return counts
+
+
+_TILE_CHECK = """
+import numpy as np, minixla, minixla.numpy as mnp
+from minixla.backends.llvm import gemm as G, kernels as K
+lanes = G.lanes(np.float32)
+expect_regs = {regs}
+assert G.VECTOR_REGISTERS == expect_regs, (G.VECTOR_REGISTERS, G.VECTOR_BYTES)
+assert (G.MR + 1) * G.NV + 1 <= expect_regs and G.TALL_MR2 * 2 + 3 <= expect_regs
+shapes = [(G.MR, G.NV), (G.TALL_MR2, 2), (G.TALL_MR, 1)]
+asm = {{s: G._library[G.micro_kernel(np.float32, *s, False)].asm for s in shapes}}
+rng = np.random.default_rng(0)
+x, b = rng.standard_normal((37, 150), np.float32), rng.standard_normal(70, np.float32)
+outs = []
+for n in (70, 2 * lanes):   # full panels with a masked edge; one two-vector panel (TALL_MR2 rows)
+    w = rng.standard_normal((150, n), np.float32)
+    ref = np.maximum(x.astype(np.float64) @ w + b[:n], 0)
+    for f in (lambda x, w: x @ w, lambda x, w, b: mnp.maximum(x @ w + b, 0.0)):
+        args = (x, w) if f.__code__.co_argcount == 2 else (x, w, b[:n])
+        out = np.asarray(minixla.jit(f)(*args), np.float64)
+        if len(args) == 2:
+            out = np.maximum(out + b[:n], 0)
+        np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)
+        outs.append(out)
+RESULT = {{"asm": {{f"{{r}}x{{v}}": a for (r, v), a in asm.items()}}, "vector_bytes": G.VECTOR_BYTES}}
+"""
+
+
+@pytest.mark.skipif(__import__("platform").machine() not in ("x86_64", "AMD64"), reason="x86 assembly")
+@pytest.mark.parametrize("target", ["host", "haswell"])
+def test_register_tiles_fit_the_target_registers(target):
+    """Every tile shape the target uses (full panel, two-vector and one-vector panels) keeps
+    its accumulators in registers: no stack access in the micro-kernel's FMA loop (AVX-512:
+    4x4, 8x2, 8x1 of 32 zmm registers; AVX2 -- ``MINIXLA_LLVM_CPU=haswell``, run in a
+    subprocess since the tile is chosen at import -- 4x3, 6x2, 8x1 of 16 ymm registers), and
+    the dots through them, library routine and specialised kernel, stay right."""
+    import json
+    import os
+    import subprocess
+    import sys
+    if target == "host":
+        if G.VECTOR_BYTES < 32:
+            pytest.skip("no AVX on this host")
+        scope = {}
+        exec(_TILE_CHECK.format(regs=G.VECTOR_REGISTERS), scope)
+        result = scope["RESULT"]
+    else:
+        code = _TILE_CHECK.format(regs=16) + "import json; print(json.dumps(RESULT))"
+        env = dict(os.environ, MINIXLA_LLVM_CPU="haswell", MINIXLA_NUM_THREADS="1")
+        p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+        assert p.returncode == 0, p.stderr[-3000:]
+        result = json.loads(p.stdout.strip().splitlines()[-1])
+        assert result["vector_bytes"] == 32
+    for shape, asm in result["asm"].items():
+        loops = _hot_loop_stack_accesses(asm)
+        assert loops and all(n == 0 for n in loops), (shape, loops)
+        assert ("zmm" in asm) == (result["vector_bytes"] == 64), shape

@@ -83,8 +83,9 @@ np.testing.assert_allclose(fused(x, w, bias), np.maximum(x @ w + bias, 0), rtol=
 # vectors of `LANES` floats. One step of K loads `NV` vectors of B, broadcasts `MR` numbers of A
 # and does `MR · NV` fused multiply-adds. With 4 x 4 zmm vectors (AVX-512: 16 floats each) that
 # is 8 loads for 16 FMAs, and 16 accumulators + 4 B vectors + 1 broadcast = 21 of the 32
-# registers: no spills, and one load per two FMAs, within what two load ports feed. (A machine
-# with AVX2 gets 4 x 2 ymm: 16 registers.)
+# registers: no spills, and one load per two FMAs, within what two load ports feed. (AVX2 has
+# only 16 ymm registers: there the tile is 4 x 3, 12 accumulators + 3 B vectors + 1 broadcast
+# = all 16, and narrow panels get 6 x 2 and 8 x 1; an 8 x 2 tile would need 19 and spill.)
 
 # %%
 lanes = G.lanes(np.float32)

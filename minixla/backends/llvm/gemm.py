@@ -21,6 +21,16 @@ Why it is written this way (measured; LLVM does not tile loops by itself):
   L1, runs at ~85-100 GFLOP/s per core and whole GEMMs at 55-65 (XLA's Eigen: 53-72), per
   CPU-second, one thread. 6 x 4, 8 x 2 and 12 x 2 tiles measured no faster than 4 x 4, nor
   did 512-bit vectors in the kernel's own loops (``PREFER_VECTOR_WIDTH``).
+  **The tile follows the target's registers** (``VECTOR_REGISTERS``): AVX2 has 16 ``ymm``,
+  so there the tiles are 4 x 3, 6 x 2 and 8 x 1 ``<8 x float>`` (at most 16 registers with
+  B's vectors and the broadcast; no stack access in the FMA loop, which a test checks in the
+  assembly). Measured on the ``rocketlake`` host restricted to ``haswell``, one pinned
+  thread, per CPU-second (FMA peak 74 GFLOP/s): in L1 the tiles run at 70 (4 x 3), 71
+  (6 x 2) and 50 (8 x 1) GFLOP/s, the former 4 x 2 at 61; the former 8 x 2 spilled 14 stack
+  accesses into every step, and every full panel of AVX2 (then two vectors wide) used it;
+  with the new tiles the forward MLP runs 1.55x faster: 27.6 -> 17.8 ms of CPU time (medians of three
+  processes each, alternating, under load 25). The tile height changes no arithmetic: a
+  target's results do not depend on it.
 * **Packing.** Per K block, the ``KC x NR`` panel of B is copied into a contiguous,
   64-byte-aligned stack buffer (32 KiB for f32: it stays in L1). This also makes a transposed
   B (``q @ k.T``) as fast as a plain one, and avoids the 4 KiB-stride cache-set conflicts
@@ -72,6 +82,7 @@ routine calls per finished tile. What stays specialised to its shapes (this modu
 from __future__ import annotations
 
 import math
+import platform
 import threading
 from dataclasses import dataclass
 from typing import Callable
@@ -88,19 +99,28 @@ from minixla.backends.llvm.target import vector_register_bytes
 
 #: bytes of one vector register
 VECTOR_BYTES = vector_register_bytes()
+#: vector registers the register tile may use: 32 with AVX-512 (zmm0-31) and on AArch64
+#: (v0-v31), 16 with AVX/AVX2 (ymm0-15) and SSE (xmm0-15)
+VECTOR_REGISTERS = 32 if VECTOR_BYTES == 64 or platform.machine().lower() in ("aarch64", "arm64") else 16
 #: rows of the register tile
 MR = 4
-#: vectors per row of the register tile: 4 x 4 accumulators + 4 loads + 1 broadcast fit the
-#: 32 registers of AVX-512 (and NEON); AVX2 has 16, so 4 x 2
-NV = 2 if VECTOR_BYTES == 32 else 4
+#: vectors per row of the register tile. A tile of ``rows x nv`` accumulators needs ``nv``
+#: registers for B's vectors and one for A's broadcast besides: with 32 registers, 4 x 4
+#: (21 in use); with 16 (AVX2), 4 x 3 (all 16: 12 FMAs per 3 loads of B and 4 broadcasts).
+#: AVX2's former 4 x 2 (8 FMAs per 6 loads) ran the tile at 61 GFLOP/s of a 74 GFLOP/s FMA peak
+#: in L1 (one core of the ``rocketlake`` host restricted to ``haswell``), 4 x 3 at 70.
+NV = 4 if VECTOR_REGISTERS >= 32 else 3
 #: rows of the register tile of a one-vector-wide panel (N <= lanes: a conv with 16 output
 #: features, a 10-class dense layer): 4 x 1 accumulators are 4 dependent FMA chains, fewer
 #: than the FMA units' latency x throughput (2 units x 4 cycles), so such a tile ran at half
 #: speed; 8 rows keep 8 chains in flight for the same 1 load of B per step
 TALL_MR = 8
 #: ... and of a two-vector panel (a conv with 32 output features): 8 x 2 accumulators, 0.62
-#: loads per FMA instead of 0.75 (measured 0.76-0.92x the time of 4 x 2)
-TALL_MR2 = 8
+#: loads per FMA instead of 0.75 (measured 0.76-0.92x the time of 4 x 2). 8 x 2 needs 19
+#: registers: with 16 it spilled 14 stack accesses into every step of the loop (AVX2's whole
+#: GEMMs, whose full panels were two vectors wide, ran at a third of the FMA peak), so
+#: there 6 x 2 (15 registers)
+TALL_MR2 = 8 if VECTOR_REGISTERS >= 32 else 6
 #: K elements per block (the packed B panel is KC x NR elements)
 KC = 128
 #: the most rows a parallel unit covers (A block and output panel stay in L2)
@@ -174,19 +194,22 @@ class Gemm:
         rows = -(-self.M // step) * step
         chunk = min(rows, MAX_ROWS_PER_UNIT // step * step)
         want = 4 * self.threads
-        while self.batch * self.panels * (-(-self.M // chunk)) < want and chunk > 8 * MR:
-            chunk = max(-(-8 * MR // step) * step, -(-(chunk // 2) // step) * step)
+        smallest = -(-8 * MR // step) * step
+        while self.batch * self.panels * (-(-self.M // chunk)) < want and chunk > smallest:
+            chunk = max(smallest, -(-(chunk // 2) // step) * step)
         self.rows_per_unit = chunk
         self.row_chunks = -(-self.M // chunk)
         # A strided A (``a_stride != 1``: a weight gradient ``x.T @ dy`` reads x down its
         # columns) is packed per unit and K block into ``MR``-row panels (``emit_pack_a``):
         # a tile otherwise walks KC rows of x a whole row apart (for a 4 KiB row, the same L1
         # set). The packed block serves ``panel_group`` column panels (as many as leave enough
-        # units for the threads), so the copy costs a few percent of the FMAs. Every panel must
-        # use ``MR``-row tiles (the packing's interleave), A's rows must be contiguous.
-        edge = self.N % self.NR
+        # units for the threads), so the copy costs a few percent of the FMAs. Every panel then
+        # uses ``MR``-row tiles (the packing's interleave), a narrow edge panel included (its
+        # taller tile would change no arithmetic, only speed); A's rows must be contiguous, and
+        # there must be a full panel (a GEMM of one narrow panel keeps its tall tiles).
+        self.pack_a = False
         self.pack_a = (PACK_A and self.T == 1 and self.a_stride != 1 and self.a_row_stride == 1
-                       and self.tile_rows(self.NR) == MR and (not edge or self.tile_rows(edge) == MR))
+                       and self.N >= self.NR and self.tile_rows(self.NR) == MR)
         group = 1
         if self.pack_a:
             base = self.batch * self.row_chunks
@@ -197,7 +220,10 @@ class Gemm:
         self.panel_groups = -(-self.panels // group)
 
     def tile_rows(self, width: int) -> int:
-        """The register tile's rows for a panel of ``width`` columns."""
+        """The register tile's rows for a panel of ``width`` columns (``MR`` for every panel
+        when A is packed: see ``pack_a``)."""
+        if self.pack_a:
+            return MR
         if width <= self.lanes:
             return TALL_MR
         return TALL_MR2 if width <= 2 * self.lanes else MR
