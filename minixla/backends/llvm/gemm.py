@@ -293,9 +293,12 @@ def library_routine(name: str, emit) -> str:
     with _library_lock:
         if name not in _library:
             from minixla.backends.llvm import library_cache
-            module = ir.Module(name=name)
-            emit(module)
-            jit = library_cache.compile_routine(name, str(module))
+
+            def text():
+                module = ir.Module(name=name)
+                emit(module)
+                return str(module)
+            jit = library_cache.compile_routine(name, text)
             llvm_binding.add_symbol(name, jit.addresses[name])
             _library[name] = jit
     return name

@@ -6,18 +6,23 @@ routine of ``dot_library.py``) are compiled with LLVM ``-O3`` by the first progr
 that needs them: ~0.4-0.9 s on the 2-vCPU host, which made a process's *first* compile of a
 program with dots 2-4x jax's. Their code depends on nothing but
 
-* the routine's LLVM IR text (emitted by Python in a few ms; it holds every constant of the
-  GEMM's design -- tile shape, K block, prefetch distances -- and the vector width attribute),
-* the pass pipeline and target machine settings (``target.py``'s source),
+* the routine's name (dtype, tile shape) and the Python code that emits its IR: the sources of
+  the LLVM backend (``minixla/backends/llvm/*.py``: the emitters, the pass pipeline and target
+  machine settings of ``target.py``) and the values of ``gemm``'s and ``dot_library``'s
+  upper-case module constants (tile shape, K block, prefetch switches: a test or a user that
+  sets one gets another key),
 * LLVM's and llvmlite's versions,
 * the target: triple, CPU name and features (``target.host_cpu()``: the host's, or the
   ``minixla_llvm_cpu``/``minixla_llvm_features`` options'),
 
-so the SHA-256 of those is the routine's key, and its object file is stored under the key in a
+so the SHA-256 of those is the routine's key (no IR is emitted to look a routine up: emitting
+and printing the dot routine's IR alone takes ~60-250 ms of Python), and its object file is
+stored under the key in a
 per-user directory: ``<minixla_compilation_cache_dir>/minixla-gemm-library/`` when the
 persistent compilation cache is on, else ``$XDG_CACHE_HOME/minixla/gemm-library/`` (default
 ``~/.cache/minixla/gemm-library/``). A later process loads the object file into an MCJIT engine
-(``target.LoadedObjects``: no optimizer, no code generation, ~1 ms) instead of compiling.
+(``target.LoadedObjects``: no optimizer, no code generation, ~1 ms) instead of compiling; the
+routine's IR text is emitted only if something asks for it (``llvm_ir``, ``asm``).
 
 A file is::
 
@@ -78,16 +83,25 @@ def _fixed_key_parts() -> dict:
 
     from minixla.backends.llvm import target
     cpu, features = target.host_cpu()
-    with open(target.__file__, "rb") as f:
-        pipeline = hashlib.sha256(f.read()).hexdigest()
+    folder = os.path.dirname(os.path.abspath(target.__file__))
+    sources = hashlib.sha256()
+    for name in sorted(f for f in os.listdir(folder) if f.endswith(".py")):
+        with open(os.path.join(folder, name), "rb") as f:
+            sources.update(name.encode() + b"\0" + f.read() + b"\0")
     return {"format": FORMAT_VERSION, "llvmlite": llvmlite.__version__,
             "llvm": ".".join(map(str, llvm.llvm_version_info)), "triple": llvm.get_process_triple(),
-            "cpu": cpu, "features": features, "pipeline": pipeline}
+            "cpu": cpu, "features": features, "sources": sources.hexdigest()}
 
 
-def routine_key(name: str, llvm_ir: str) -> str:
-    """The key (64 hex digits) of routine ``name`` emitted as ``llvm_ir`` on this target."""
-    doc = dict(_fixed_key_parts(), name=name, ir=hashlib.sha256(llvm_ir.encode()).hexdigest())
+def _constants() -> dict:
+    from minixla.backends.llvm import dot_library, gemm
+    return {f"{m.__name__}.{k}": repr(v) for m in (gemm, dot_library) for k, v in sorted(vars(m).items())
+            if k.isupper() and isinstance(v, (int, float, str, bool, type(None)))}
+
+
+def routine_key(name: str) -> str:
+    """The key (64 hex digits) of library routine ``name`` on this target (module docstring)."""
+    doc = dict(_fixed_key_parts(), name=name, constants=_constants())
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
 
 
@@ -122,23 +136,30 @@ class LoadedRoutine:
     """A library routine whose machine code was loaded from the cache: the attributes the
     rest of minixla reads of a routine's ``JitModule`` (``addresses``, ``object_code``,
     ``llvm_ir``, ``optimized``, ``compile_ms``), and its optimized IR and assembly, made on
-    first access by optimizing its IR text again with the same passes (as ``JitModule`` does
-    for a dump: the same text and passes give the same code)."""
+    first access by emitting and optimizing its IR again with the same passes (as ``JitModule``
+    does for a dump: the same text and passes give the same code)."""
 
     optimized = True
     compile_ms = 0.0
     worker_modules = 0
     cached_kernels: dict = {}
 
-    def __init__(self, name: str, llvm_ir: str, object_code: bytes):
+    def __init__(self, name: str, emit_text, object_code: bytes):
         from minixla.backends.llvm.target import LoadedObjects
         t0 = time.perf_counter()
         self._objects = LoadedObjects([object_code], [name])
         self.addresses = self._objects.addresses
         self.object_code = self._objects.object_code
-        self.llvm_ir = llvm_ir
+        self._emit_text, self._text = emit_text, None
         self.load_ms = (time.perf_counter() - t0) * 1e3
         self._dump = None
+
+    @property
+    def llvm_ir(self) -> str:
+        """The routine's IR text, emitted on first access (the code was compiled from it)."""
+        if self._text is None:
+            self._text = self._emit_text()
+        return self._text
 
     def _dumped(self):
         if self._dump is None:
@@ -163,18 +184,18 @@ class LoadedRoutine:
         return self._dumped()[2]
 
 
-def load(name: str, llvm_ir: str, where: str | None = None):
-    """The routine loaded from the cache, or None (no file, or one that does not check: then
-    ``stats["failures"]`` counts it). Never raises."""
+def load(name: str, key: str, emit_text, where: str | None = None):
+    """The routine ``name`` stored under ``key`` (``routine_key``), or None (no file, or one that
+    does not check: then ``stats["failures"]`` counts it); ``emit_text()`` gives its IR text if
+    asked for. Never raises."""
     try:
-        key = routine_key(name, llvm_ir)
         path = path_of(name, key, where)
         with open(path, "rb") as f:
             data = f.read()
     except OSError:
         return None
     try:
-        routine = LoadedRoutine(name, llvm_ir, decode(data, name, key))
+        routine = LoadedRoutine(name, emit_text, decode(data, name, key))
     except Exception:  # (any check, or LLVM refusing the object: compile instead)
         stats["failures"] += 1
         return None
@@ -185,11 +206,11 @@ def load(name: str, llvm_ir: str, where: str | None = None):
     return routine
 
 
-def save(name: str, llvm_ir: str, object_code: bytes, where: str | None = None) -> bool:
-    """Write the routine's file (atomically); False if it could not be written. Never raises."""
+def save(name: str, key: str, object_code: bytes, where: str | None = None) -> bool:
+    """Write the routine's file under ``key`` (atomically); False if it could not be written.
+    Never raises."""
     tmp = None
     try:
-        key = routine_key(name, llvm_ir)
         folder = where or directory()
         os.makedirs(folder, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{name}-", suffix=".tmp", dir=folder)
@@ -225,20 +246,26 @@ def _evict(folder: str) -> None:
         pass
 
 
-def compile_routine(name: str, llvm_ir: str):
-    """The machine code of library routine ``name`` (``llvm_ir``: its module's text): loaded from
-    the cache when a file checks, else compiled at ``-O3`` (``target.JitModule``) and stored."""
+def compile_routine(name: str, emit_text):
+    """The machine code of library routine ``name`` (``emit_text()``: its module's IR text):
+    loaded from the cache when a file checks, else compiled at ``-O3`` (``target.JitModule``)
+    and stored."""
     from minixla.backends.llvm.target import JitModule
-    use_cache = enabled()
-    if use_cache:
-        routine = load(name, llvm_ir)
+    key = None
+    if enabled():
+        try:
+            key = routine_key(name)
+        except Exception:  # (a source file unreadable: no cache)
+            key = None
+    if key is not None:
+        routine = load(name, key, emit_text)
         if routine is not None:
             stats["hits"] += 1
             return routine
         stats["misses"] += 1
     # (optimize=True: a module without linked kernels is not optimized by default, and an
     # unoptimized micro-kernel keeps its accumulators on the stack -- 3x slower)
-    jit = JitModule(llvm_ir, [name], optimize=True)
-    if use_cache:
-        save(name, llvm_ir, jit.object_code[0])
+    jit = JitModule(emit_text(), [name], optimize=True)
+    if key is not None:
+        save(name, key, jit.object_code[0])
     return jit
