@@ -27,7 +27,9 @@ minixla's ms per call over jax's, both measured within the same second, so backg
 shared host hits both alike; the report gives the median time of each, the median ratio and
 the ratios' spread (min..max over the rounds). Compile time is ``jit(step).lower(*args)
 .compile()`` of a fresh function (minixla's kernel cache cleared: cold), the median of
-``compile_repeat``. ``memory_analysis()`` of both compiled steps is printed side by side, and
+``compile_repeat``; the first of them is reported too (``first_compile_ms``: in a process's
+first workload it includes minixla's one-time GEMM library set-up, loaded from its disk cache,
+``library_cache.py``, or compiled). ``memory_analysis()`` of both compiled steps is printed side by side, and
 every output of the minixla step is checked against jax's.
 """
 from __future__ import annotations
@@ -318,8 +320,11 @@ def run_training_workload(workload, scale=1.0, rounds=9, min_sample_ms=200.0, se
     """Compile, check and time one training workload (see the module docstring)."""
     import jax
 
+    from minixla.backends.llvm import gemm, library_cache
+
     args = workload.make_args(np.random.default_rng(seed))
     comp_mx, comp_jx, mc, jc = [], [], None, None
+    lib_ms, lib_stats = gemm.library_compile_ms(), dict(library_cache.stats)
     for _ in range(max(1, compile_repeat)):
         mc, jc, a, b = compile_pair(workload, args)
         comp_mx.append(a)
@@ -347,6 +352,11 @@ def run_training_workload(workload, scale=1.0, rounds=9, min_sample_ms=200.0, se
             "gflops": {n: flops / (t / 1e3) / 1e9 for n, t in time_ms.items()},
             "compile_ms": {"minixla": statistics.median(comp_mx), "jax": statistics.median(comp_jx)},
             "compile_ratio": statistics.median(comp_mx) / statistics.median(comp_jx),
+            # (the first compile of each in this run: for a process's first workload it pays the
+            # one-time work, e.g. minixla's GEMM library, loaded from its disk cache or compiled)
+            "first_compile_ms": {"minixla": comp_mx[0], "jax": comp_jx[0]},
+            "gemm_library": {"compile_ms": gemm.library_compile_ms() - lib_ms,
+                             **{k: library_cache.stats[k] - lib_stats[k] for k in lib_stats}},
             "memory": {"minixla": _memory(mc.memory_analysis()), "jax": _memory(jc.memory_analysis())},
             "kernels": len(mc.kernels()), "max_norm_diff_vs_jax": diff}
 
@@ -420,6 +430,12 @@ def main(argv=None) -> list[dict]:
                                              compile_repeat=a.compile_repeat))
     print()
     print(format_table(results))
+    for r in results:
+        f, lib = r["first_compile_ms"], r["gemm_library"]
+        if lib["hits"] or lib["compile_ms"]:
+            print(f"\n{r['name']}: first compile of this process {f['minixla']:.0f} ms (jax {f['jax']:.0f} ms); "
+                  f"GEMM library routines loaded from the disk cache: {lib['hits']}, compiling the others took"
+                  f" {lib['compile_ms']:.0f} ms")
     print()
     print("memory_analysis() of the compiled step, bytes (minixla's next to XLA's):\n")
     print(format_memory(results))

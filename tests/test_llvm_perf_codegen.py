@@ -223,6 +223,32 @@ def test_packed_transposed_lhs_is_bit_identical(case, monkeypatch):
     np.testing.assert_allclose(outs[0], ref, rtol=1e-4, atol=1e-4)
 
 
+def test_library_routine_reads_a_widely_shared_strided_lhs_in_place(monkeypatch):
+    """Regression (speed, the MLP step's 256-feature weight gradient): the library routine
+    packed a strided lhs once per group of column panels, so a dot with one row chunk and many
+    groups repacked all of it 4-8 times. It now reads such an lhs in place
+    (``dot_library.Params.pack_a``: at most ``PACK_A_MAX_GROUPS`` packings), with the units
+    that implies (every panel computed: a units count of the packing plan would leave panels
+    unwritten); bit-identical to the packed run, and JAX's values."""
+    from minixla.backends.llvm import dot_library as DL
+    from minixla.backends.llvm import kernel_cache
+    x, g, w = randn(40, 20), randn(40, 1000), randn(20, 1000)
+    f = lambda x, g, w: w - 0.01 * (x.T @ g)  # noqa: E731
+    seen = []
+    real = DL.Params.pack_a
+    monkeypatch.setattr(DL.Params, "pack_a", lambda self, gm: (lambda r: (seen.append((r, gm.panel_groups)), r)[1])(real(self, gm)))
+    outs, default = [], DL.PACK_A_MAX_GROUPS
+    for limit in (default, 99):
+        monkeypatch.setattr(DL, "PACK_A_MAX_GROUPS", limit)
+        kernel_cache.clear()
+        exe = compiled(f, x, g, w, num_threads=2)
+        assert [k["strategy"] for k in exe.kernels()] == ["gemm-library"]
+        outs.append(exe(x, g, w)[0])
+    assert seen[0][0] is False and seen[0][1] > default and seen[-1][0] is True
+    np.testing.assert_array_equal(outs[0], outs[1])
+    close_to_jax(outs[0], jnp.asarray(w) - 0.01 * (jnp.asarray(x).T @ jnp.asarray(g)), 40)
+
+
 @pytest.mark.parametrize("library", [True, False])
 def test_tail_streams_are_prefetched_and_change_no_bit(library, monkeypatch):
     """The arrays a fused tail reads at the output's own index (``Gemm.tail_streams``: the

@@ -60,6 +60,10 @@ MAX_BATCH_DIMS = 6
 (_M, _N, _K, _AM, _AK, _BK, _BN, _ROWS, _CHUNKS, _PANELS, _NBD, _MRT, _GROUP, _GROUPS, _PACKA,
  _BATCH) = range(16)
 
+#: pack a strided A only if each of its elements is packed at most this many times
+#: (``Params.pack_a``)
+PACK_A_MAX_GROUPS = 2
+
 #: ``tail(ctx, bb, m0, mr, j0, width, phase)`` (see the module docstring)
 TAIL_TYPE = ir.FunctionType(ir.VoidType(), [T.PTR] + [T.I64] * 6)
 
@@ -76,8 +80,23 @@ class Params:
     b_n: int
     batch: list          # [(size, a_stride, b_stride)], outermost first
 
+    def pack_a(self, g: G.Gemm) -> bool:
+        """Whether the routine packs this dot's strided A (``gemm.Gemm.pack_a``): only when each
+        element of A is packed at most ``PACK_A_MAX_GROUPS`` times (once per K block for each
+        group of column panels sharing it). A weight gradient with few rows (``x.T @ dy`` of a
+        256-feature input: one row chunk, its 16 column panels cut into 4-8 groups to feed the
+        threads) repacked all of A per group, and read in place it ran 0.78-0.91x the time
+        (one thread, interleaved, the MLP step's 256x1024 gradient); with 2 groups (the
+        1024x1024 and 1024x256 ones) packing stays 0.82-0.93x the time of not packing."""
+        return (bool(g.pack_a) and self.a_m == 1 and self.a_k != 1 and tile_rows(g) == G.MR
+                and g.panel_groups <= PACK_A_MAX_GROUPS)
+
+    def units(self, g: G.Gemm) -> int:
+        """The routine's parallel units for this dot: ``batch x row chunks x panel groups``."""
+        return g.batch * g.row_chunks * -(-g.panels // (g.panel_group if self.pack_a(g) else 1))
+
     def values(self, g: G.Gemm) -> list[int]:
-        pack_a = bool(g.pack_a) and self.a_m == 1 and self.a_k != 1 and tile_rows(g) == G.MR
+        pack_a = self.pack_a(g)
         group = g.panel_group if pack_a else 1
         head = [self.M, self.N, self.K, self.a_m, self.a_k, self.b_k, self.b_n,
                 g.rows_per_unit, g.row_chunks, g.panels, len(self.batch), tile_rows(g),

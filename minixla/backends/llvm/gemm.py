@@ -314,16 +314,17 @@ def micro_kernel(dtype, mr: int, nv: int, masked: bool) -> str:
 def library_routine(name: str, emit) -> str:
     """``name``, compiled on first use in this process (``emit(module)`` writes it) and
     registered with LLVM's symbol table, so JIT-compiled kernels that declare it link to it.
-    The compiled code lives as long as the process."""
+    The compiled code lives as long as the process; its object file is kept on disk for the
+    next process (``library_cache.py``: loaded instead of compiled when it matches)."""
     with _library_lock:
         if name not in _library:
-            from minixla.backends.llvm.target import JitModule
-            module = ir.Module(name=name)
-            emit(module)
-            # (optimize=True: a module without linked kernels is not optimized by default,
-            # and an unoptimized micro-kernel keeps its accumulators on the stack -- a load
-            # and a store around every FMA, measured 3x slower)
-            jit = JitModule(str(module), [name], optimize=True)
+            from minixla.backends.llvm import library_cache
+
+            def text():
+                module = ir.Module(name=name)
+                emit(module)
+                return str(module)
+            jit = library_cache.compile_routine(name, text)
             llvm_binding.add_symbol(name, jit.addresses[name])
             _library[name] = jit
     return name

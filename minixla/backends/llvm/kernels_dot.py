@@ -177,7 +177,7 @@ def emit_library_dot(kb: _kernels._KernelBuilder, g: G.Gemm, params, dot, root=N
     """A dot: one call of the precompiled GEMM routine (``dot_library.py``), passing it the
     kernel's fused tail (``root`` above the dot) as a small function of its own."""
     kb.kernel.strategy = "gemm-library"
-    kb.kernel.units = g.units
+    kb.kernel.units = params.units(g)  # (the routine's own: it may not pack A as ``g`` would)
     kb.kernel.cost_ns = g.flops * _kernels._NS_PER_FLOP
     lhs, rhs = dot.operands
     tail = ctx = None
