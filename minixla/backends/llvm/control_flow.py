@@ -24,7 +24,12 @@ updates: ~27 ns a trip before these, ~7 ns after, XLA ~6):
 - The small kernels of bodies, conditions and branches (``inline_in_driver``: a counter
   update, the compare, a small elementwise fusion) are defined in the calling code, without
   an MXCSR prologue, and LLVM inlines them into the loop: no call per kernel per iteration.
-- The buffer pointers the loop uses are loaded from the table once, before the loop.
+- The buffer pointers the loop uses are loaded from the table once, before the loop, and
+  its temporaries (the state, the predicate, the body's scratch) are addressed as constant
+  offsets from the arena's base (``ARENA_BASE``): LLVM's alias analysis then sees that they
+  are distinct, so a small state (a counter, a carry of a few vectors) stays in registers for
+  all the trips and is stored once, after the loop. (Each loaded from its own slot, they were
+  pointers that might alias: stored and reloaded every trip, ~8 ns a trip instead of ~5.)
 
 Buffers (``passes/buffer_assignment.py`` gives the ``while``/``conditional`` one buffer holding
 its whole tuple; ``get-tuple-element`` names an element inside it):
@@ -67,6 +72,8 @@ STEP_OPCODES = CONTROL_OPCODES | SPMD_OPCODES
 _VIEWS = {"parameter", "constant", "tuple", "reshape", "bitcast", "get-tuple-element"}
 
 _uids = itertools.count()
+#: the arena's first byte: a loop addresses its temporaries from it (see ``WhileStep.emit``)
+ARENA_BASE = ("temp", 0)
 
 
 class ControlContext:
@@ -373,6 +380,7 @@ class WhileStep(ControlStep):
             self.phase2.append((self.state[k], src, self.sizes[k]))
 
     def keys(self):
+        yield ARENA_BASE
         yield from self.state
         yield from self.init
         for dst, src, _ in self.exit_copies:
@@ -394,9 +402,14 @@ class WhileStep(ControlStep):
         # in registers it forwards the predicate and the counter between the inlined kernels.
         outer = getattr(plan, "loop_slot_values", None)
         loaded = dict(outer or {})
+        base = loaded.get(ARENA_BASE) or _load_slot(plan, b, table, ARENA_BASE)
+        loaded[ARENA_BASE] = base
         for key in dict.fromkeys(self.keys()):
             if key not in loaded:
-                loaded[key] = _load_slot(plan, b, table, key)
+                if key[0] == "temp":
+                    loaded[key] = b.gep(base, [T.i64(key[1])], inbounds=True, source_etype=ir.IntType(8))
+                else:
+                    loaded[key] = _load_slot(plan, b, table, key)
         plan.loop_slot_values = loaded
         for dst, src, n in zip(self.state, self.init, self.sizes):
             _memcpy(plan, b, table, dst, src, n)

@@ -53,6 +53,8 @@ _ARENA_ALIGN = 64
 #: below it, waking a Python worker thread (~10 us on an idle core, far more on a busy one)
 #: would not pay off.
 PARALLEL_MIN_NS = 100_000
+#: up to this many parameter (or output) slots, a call writes them one at a time
+_FEW_SLOTS = 8
 
 
 def _find_data_offset():
@@ -245,6 +247,10 @@ class LlvmExecutable:
         self._out_slot_index = np.array([slot for slot, _ in self._out_slots], np.intp)
         self._out_order = [j for _, j in self._out_slots]
         self._out_list = sorted(self._out_specs.items())
+        # A few slots are written one by one (~0.1 us each); a numpy fancy-index assignment
+        # costs ~0.7 us however few, and pays off only for many arguments or outputs.
+        self._few_params = len(self._param_slots) <= _FEW_SLOTS
+        self._few_outs = len(self._out_slots) <= _FEW_SLOTS
         self._context_lock = threading.Lock()
         seq_type = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
         par_type = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
@@ -270,6 +276,8 @@ class LlvmExecutable:
                 self._results.append(("donated", sl.index, r))
             else:
                 self._results.append(("copy", buffer_key(r, assignment), r))
+        self._all_fresh = all(how == "fresh" for how, _, _ in self._results)
+        self._fresh_order = [j for _, j, _ in self._results]
 
     def _fixed_address(self, key, plan) -> int:
         kind = key[0]
@@ -343,10 +351,16 @@ class LlvmExecutable:
         # (``params`` and ``outs`` keep the arrays alive while the code reads the table)
         # ``should_stop()``, asked after each step, ends the run early (returns None): a
         # device of a virtual mesh whose peers failed (backends/spmd/virtual_mesh.py).
-        if self._param_order:
+        if self._few_params:
+            for slot, k in self._param_slots:
+                table[slot] = _address_of(params[k])
+        else:
             table[self._param_slot_index] = [_address_of(params[k]) for k in self._param_order]
         outs = {j: np.empty(dims, dtype) for j, (dims, dtype) in self._out_list}
-        if self._out_order:
+        if self._few_outs:
+            for slot, j in self._out_slots:
+                table[slot] = _address_of(outs[j])
+        else:
             table[self._out_slot_index] = [_address_of(outs[j]) for j in self._out_order]
         for fn, units in self._steps:
             if units:
@@ -355,6 +369,8 @@ class LlvmExecutable:
                 fn(addr)
             if should_stop is not None and should_stop():
                 return None
+        if self._all_fresh:  # (the common case: each result is a fresh output array)
+            return [outs[j] for j in self._fresh_order]
         results = []
         for how, where, r in self._results:
             if how == "fresh":
