@@ -158,3 +158,17 @@ def test_dot_is_not_hoisted_when_the_loop_uses_fewer_steps_than_xs_has():
     def g(W, U, h0, xs):
         return jax.lax.fori_loop(0, 2, lambda i, h: jnp.tanh(h @ W + xs[i] @ U), h0)
     np.testing.assert_allclose(minixla.jit(f)(*_rnn_args()), _jax_value(g, *_rnn_args()), rtol=2e-6, atol=2e-6)
+
+
+def test_dot_is_hoisted_past_the_size_limit_when_no_bigger_than_xs(monkeypatch):
+    # A 10,000-step RNN's projection (as big as its xs) is hoisted as a 1,000-step one's is, so
+    # compile time and code do not change with the sequence length; a bigger one is not.
+    from minixla.jit import optimization_pipeline
+    from minixla.passes import while_loop_dot_hoisting
+    monkeypatch.setattr(while_loop_dot_hoisting, "MAX_HOISTED_BYTES", 300)
+    for K, hoisted in ((5, True), (4, False)):  # P: 6*3*5 floats (360 bytes); xs: 6*3*K floats
+        args = _rnn_args(K=K)
+        module = minixla.jit(_rnn(lax, minixla.numpy)).lower(*args).hlo_module.clone()
+        optimization_pipeline().run(module)
+        body, entry = _split(module.to_string())
+        assert (" dot(" in entry) == hoisted and body.count(" dot(") == (1 if hoisted else 2), (K, entry)
