@@ -80,6 +80,14 @@ def test_small_loop_state_stays_in_registers():
     assert len(loops) == 1, step
     body = next(iter(loops.values()))
     assert "fmul" in body and "store" not in body and "load" not in body, step
+    # the result (an element of the loop's state, in the arena) is copied into a fresh output
+    # array by the generated code: each call's result is its own
+    assert "memcpy" in step.split("mxcsr.restore.done:")[-1], step
+    first = fl(c)
+    second = fl(c + np.float32(1))
+    assert first.flags.owndata and not np.shares_memory(first, second)
+    np.testing.assert_array_equal(first, _jax_value(lambda c: jax.lax.fori_loop(
+        0, 1000, lambda i, c: c * 0.999 + 0.001, c), c))
 
 
 def test_control_flow_benchmark_runs_fast():

@@ -20,7 +20,9 @@ that a cached call does little Python work:
   of the kernel's units (``runtime.py``).
 
 A program of small kernels therefore costs one foreign call; with ``MINIXLA_NUM_THREADS=1``
-every program does.
+every program does. A result that lives in the arena (an element of a loop's state) is copied
+into its fresh output array by a ``memcpy`` at the end of the last step (``_CopyOut``), not by
+numpy after the call.
 
 Not emitted as kernels: ``parameter`` and ``constant`` (their buffers are the caller's arrays
 and the literals), ``tuple`` (it owns no data) and ``reshape``/``bitcast`` (a row-major
@@ -225,6 +227,9 @@ class LlvmExecutable:
                     raise ValueError(f"buffer assignment puts '{instr.name}' in output {sl.index}, "
                                      f"which is not that root value")
                 self._out_specs[sl.index] = (tuple(r.shape.dims), r.shape.dtype)
+        copied_out = {k.index for k in plan.kernels if isinstance(k, _CopyOut)}
+        for j in copied_out:
+            self._out_specs[j] = (tuple(self._roots[j].shape.dims), self._roots[j].shape.dtype)
 
         # The table: fixed slots now, parameter/output slots per call.
         self._table = np.zeros(max(1, len(plan.slots)), np.uint64)
@@ -268,7 +273,7 @@ class LlvmExecutable:
         for j, r in enumerate(self._roots):
             src = _source(r)
             sl = assignment.slices.get(src) if src.opcode not in ("parameter", "constant") else None
-            if sl is not None and sl.kind == "output" and sl.index == j and j not in taken:
+            if (j in copied_out or sl is not None and sl.kind == "output" and sl.index == j) and j not in taken:
                 taken.add(j)
                 self._results.append(("fresh", j, r))
             elif sl is not None and sl.kind == "parameter" and (sl.index, j) not in taken:
@@ -278,6 +283,16 @@ class LlvmExecutable:
                 self._results.append(("copy", buffer_key(r, assignment), r))
         self._all_fresh = all(how == "fresh" for how, _, _ in self._results)
         self._fresh_order = [j for _, j, _ in self._results]
+        # call_trusted's fast path (None: ``_run``)
+        self._fast = None
+        if (self._all_fresh and self._few_params and self._few_outs and len(self._steps) == 1
+                and not self._steps[0][1]):
+            self._fast = self._steps[0][0]
+            position = {j: p for p, (j, _) in enumerate(self._out_list)}
+            self._fast_out_shapes = [spec for _, spec in self._out_list]
+            self._fast_out_slots = [(slot, position[j]) for slot, j in self._out_slots]
+            order = [position[j] for j in self._fresh_order]
+            self._fast_results = None if order == list(range(len(self._out_list))) else order
 
     def _fixed_address(self, key, plan) -> int:
         kind = key[0]
@@ -343,7 +358,18 @@ class LlvmExecutable:
         except IndexError:  # another thread's call holds it: a context of our own
             context = self._new_context()
         try:
-            return self._run(params, *context)
+            if self._fast is None:
+                return self._run(params, *context)
+            # (``_run`` for the common program: a few arguments and outputs, one sequence
+            # step, every result a fresh output -- ~1 us less Python per call)
+            table = context[0]
+            for slot, k in self._param_slots:
+                table[slot] = _address_of(params[k])
+            outs = [np.empty(dims, dtype) for dims, dtype in self._fast_out_shapes]
+            for slot, pos in self._fast_out_slots:
+                table[slot] = _address_of(outs[pos])
+            self._fast(context[2])
+            return outs if self._fast_results is None else [outs[p] for p in self._fast_results]
         finally:
             self._free_contexts.append(context)
 
@@ -557,6 +583,7 @@ def compile_module(module, assignment, num_threads: int | None = None,
             kernels.append(control_step(instr, lambda i: buffer_key(i, assignment), control, module.entry))
             continue
         kernels.append(make_kernel(instr, getattr(assignment, "in_place", {}).get(instr, ())))
+    kernels += _copy_outs(module, assignment)
     if control.arena_size > assignment.arena_size and control.constants is not None:
         assignment.arena_size = control.arena_size  # the called computations' regions
     plan = _Plan(kernels, assignment, pool.size, control.constants)
@@ -581,6 +608,50 @@ def compile_module(module, assignment, num_threads: int | None = None,
     exe.collectives = control.collectives
     exe._compile_ms = (time.perf_counter() - t0) * 1e3
     return exe
+
+
+class _CopyOut:
+    """A plan step copying a result that lives in the arena (an element of a loop's state,
+    ``get-tuple-element`` of a ``while``) into a fresh output array, in the generated code:
+    numpy's slice-view-reshape-copy of it cost ~2 us a call, a memcpy at the end of the
+    program's last step a few ns. Shaped as a ``ControlStep`` (``executable._Plan`` emits it
+    inline)."""
+    is_control = True
+    units = 1
+    cost_ns = 0.0
+    inputs: list = []
+    constants: list = []
+    in_place: list = []
+    symbol = ""
+    kind = strategy = "copy"
+
+    def __init__(self, root, index, src):
+        self.instr = root
+        self.index = index
+        self.opcodes = ["copy"]
+        self.name = f"copy_out_{index}"
+        self.dst, self.src, self.nbytes = ("output", index), src, root.shape.nbytes
+
+    def keys(self):
+        return [self.dst, self.src]
+
+    def emit(self, plan, b, table):
+        from minixla.backends.llvm.control_flow import _memcpy
+        _memcpy(plan, b, table, self.dst, self.src, self.nbytes)
+
+
+def _copy_outs(module, assignment) -> list:
+    """A ``_CopyOut`` for each root value whose buffer is a temporary (not its own output)."""
+    root = module.entry.root
+    roots = list(root.operands) if root.opcode == "tuple" else [root]
+    out = []
+    for j, r in enumerate(roots):
+        if r.shape.is_tuple or r.shape.size == 0 or _source(r).opcode in ("parameter", "constant"):
+            continue
+        key = buffer_key(r, assignment)
+        if key[0] == "temp":
+            out.append(_CopyOut(r, j, key))
+    return out
 
 
 def build_executable(module, assignment, kernels, jit, plan, steps, thunks, pool) -> LlvmExecutable:
