@@ -153,7 +153,7 @@ def test_llvm_loop_state_is_one_buffer_set():
     for n in (10, 10_000):
         compiled = minixla.jit(f(n)).lower(X).compile()
         arenas.add(compiled.buffer_assignment.arena_size)
-        steps = [k for k in compiled.executable._kernels if getattr(k, "is_control", False)]
+        steps = [k for k in compiled.executable._kernels if getattr(k, "kind", None) == "while"]
         assert len(steps) == 1 and not steps[0].phase1 and not steps[0].phase2  # written in place
         np.testing.assert_allclose(compiled(X), jax.lax.fori_loop(0, n, lambda i, c: c * 0.5 + 1.0, X), rtol=1e-6)
     assert len(arenas) == 1

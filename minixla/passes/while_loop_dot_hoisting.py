@@ -19,7 +19,10 @@ GEMM instead of ``T`` small ones: the loop keeps only the work that depends on t
 Taken when the loop's trip count is known and at least ``T`` (each row of ``P`` is used; a
 loop that stops early would waste the rest), the dot has no batch dims, contracts the
 slice's last dim with one dim of a rank-2 invariant rhs, is float, and ``P`` is at most
-``MAX_HOISTED_BYTES``. ``P`` joins the loop state as one more pass-through element, as
+``MAX_HOISTED_BYTES`` or at most as big as ``xs`` (``N <= K``: the loop's memory stays within
+twice what its caller passed, however long the sequence; a fixed limit alone made a scan of
+10,000 steps a different program from one of 1,000 -- a per-step dot and a copy of ``x_t``
+each trip -- which compiled ~15% slower and ran ~20% slower). ``P`` joins the loop state as one more pass-through element, as
 ``while-loop-invariant-code-motion`` does with what it hoists. Dots are not bit-identical
 across GEMM shapes in general: the result agrees with the per-step dot to rounding (in
 minixla's GEMM the ``K`` blocks and their order are the same, so it is usually exact).
@@ -34,7 +37,8 @@ from minixla.hlo.ir import HloInstruction, Shape
 from minixla.passes.pipeline import HloPass
 from minixla.passes.while_loop_analysis import init_elements, trip_count
 
-#: the largest stacked result (bytes) the pass materializes
+#: the largest stacked result (bytes) the pass materializes, unless it is no bigger than the
+#: stacked input it is computed from
 MAX_HOISTED_BYTES = 1 << 28
 _FLOATS = ("float16", "bfloat16", "float32", "float64")
 
@@ -87,7 +91,7 @@ class WhileLoopDotHoisting(HloPass):
                 continue
             T = xs.dims[0]
             if (n < T or d.shape.dtype.name not in _FLOATS or xs.dtype != d.shape.dtype
-                    or T * d.shape.nbytes > MAX_HOISTED_BYTES or T * d.shape.size == 0):
+                    or T * d.shape.nbytes > max(MAX_HOISTED_BYTES, xs.nbytes) or T * d.shape.size == 0):
                 continue
             found.append((d, kx, kw))
         return found

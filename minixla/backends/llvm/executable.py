@@ -20,7 +20,9 @@ that a cached call does little Python work:
   of the kernel's units (``runtime.py``).
 
 A program of small kernels therefore costs one foreign call; with ``MINIXLA_NUM_THREADS=1``
-every program does.
+every program does. A result that lives in the arena (an element of a loop's state) is copied
+into its fresh output array by a ``memcpy`` at the end of the last step (``_CopyOut``), not by
+numpy after the call.
 
 Not emitted as kernels: ``parameter`` and ``constant`` (their buffers are the caller's arrays
 and the literals), ``tuple`` (it owns no data) and ``reshape``/``bitcast`` (a row-major
@@ -53,6 +55,8 @@ _ARENA_ALIGN = 64
 #: below it, waking a Python worker thread (~10 us on an idle core, far more on a busy one)
 #: would not pay off.
 PARALLEL_MIN_NS = 100_000
+#: up to this many parameter (or output) slots, a call writes them one at a time
+_FEW_SLOTS = 8
 
 
 def _find_data_offset():
@@ -223,6 +227,9 @@ class LlvmExecutable:
                     raise ValueError(f"buffer assignment puts '{instr.name}' in output {sl.index}, "
                                      f"which is not that root value")
                 self._out_specs[sl.index] = (tuple(r.shape.dims), r.shape.dtype)
+        copied_out = {k.index for k in plan.kernels if isinstance(k, _CopyOut)}
+        for j in copied_out:
+            self._out_specs[j] = (tuple(self._roots[j].shape.dims), self._roots[j].shape.dtype)
 
         # The table: fixed slots now, parameter/output slots per call.
         self._table = np.zeros(max(1, len(plan.slots)), np.uint64)
@@ -245,6 +252,10 @@ class LlvmExecutable:
         self._out_slot_index = np.array([slot for slot, _ in self._out_slots], np.intp)
         self._out_order = [j for _, j in self._out_slots]
         self._out_list = sorted(self._out_specs.items())
+        # A few slots are written one by one (~0.1 us each); a numpy fancy-index assignment
+        # costs ~0.7 us however few, and pays off only for many arguments or outputs.
+        self._few_params = len(self._param_slots) <= _FEW_SLOTS
+        self._few_outs = len(self._out_slots) <= _FEW_SLOTS
         self._context_lock = threading.Lock()
         seq_type = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
         par_type = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
@@ -262,7 +273,7 @@ class LlvmExecutable:
         for j, r in enumerate(self._roots):
             src = _source(r)
             sl = assignment.slices.get(src) if src.opcode not in ("parameter", "constant") else None
-            if sl is not None and sl.kind == "output" and sl.index == j and j not in taken:
+            if (j in copied_out or sl is not None and sl.kind == "output" and sl.index == j) and j not in taken:
                 taken.add(j)
                 self._results.append(("fresh", j, r))
             elif sl is not None and sl.kind == "parameter" and (sl.index, j) not in taken:
@@ -270,6 +281,18 @@ class LlvmExecutable:
                 self._results.append(("donated", sl.index, r))
             else:
                 self._results.append(("copy", buffer_key(r, assignment), r))
+        self._all_fresh = all(how == "fresh" for how, _, _ in self._results)
+        self._fresh_order = [j for _, j, _ in self._results]
+        # call_trusted's fast path (None: ``_run``)
+        self._fast = None
+        if (self._all_fresh and self._few_params and self._few_outs and len(self._steps) == 1
+                and not self._steps[0][1]):
+            self._fast = self._steps[0][0]
+            position = {j: p for p, (j, _) in enumerate(self._out_list)}
+            self._fast_out_shapes = [spec for _, spec in self._out_list]
+            self._fast_out_slots = [(slot, position[j]) for slot, j in self._out_slots]
+            order = [position[j] for j in self._fresh_order]
+            self._fast_results = None if order == list(range(len(self._out_list))) else order
 
     def _fixed_address(self, key, plan) -> int:
         kind = key[0]
@@ -335,7 +358,18 @@ class LlvmExecutable:
         except IndexError:  # another thread's call holds it: a context of our own
             context = self._new_context()
         try:
-            return self._run(params, *context)
+            if self._fast is None:
+                return self._run(params, *context)
+            # (``_run`` for the common program: a few arguments and outputs, one sequence
+            # step, every result a fresh output -- ~1 us less Python per call)
+            table = context[0]
+            for slot, k in self._param_slots:
+                table[slot] = _address_of(params[k])
+            outs = [np.empty(dims, dtype) for dims, dtype in self._fast_out_shapes]
+            for slot, pos in self._fast_out_slots:
+                table[slot] = _address_of(outs[pos])
+            self._fast(context[2])
+            return outs if self._fast_results is None else [outs[p] for p in self._fast_results]
         finally:
             self._free_contexts.append(context)
 
@@ -343,10 +377,16 @@ class LlvmExecutable:
         # (``params`` and ``outs`` keep the arrays alive while the code reads the table)
         # ``should_stop()``, asked after each step, ends the run early (returns None): a
         # device of a virtual mesh whose peers failed (backends/spmd/virtual_mesh.py).
-        if self._param_order:
+        if self._few_params:
+            for slot, k in self._param_slots:
+                table[slot] = _address_of(params[k])
+        else:
             table[self._param_slot_index] = [_address_of(params[k]) for k in self._param_order]
         outs = {j: np.empty(dims, dtype) for j, (dims, dtype) in self._out_list}
-        if self._out_order:
+        if self._few_outs:
+            for slot, j in self._out_slots:
+                table[slot] = _address_of(outs[j])
+        else:
             table[self._out_slot_index] = [_address_of(outs[j]) for j in self._out_order]
         for fn, units in self._steps:
             if units:
@@ -355,6 +395,8 @@ class LlvmExecutable:
                 fn(addr)
             if should_stop is not None and should_stop():
                 return None
+        if self._all_fresh:  # (the common case: each result is a fresh output array)
+            return [outs[j] for j in self._fresh_order]
         results = []
         for how, where, r in self._results:
             if how == "fresh":
@@ -541,6 +583,7 @@ def compile_module(module, assignment, num_threads: int | None = None,
             kernels.append(control_step(instr, lambda i: buffer_key(i, assignment), control, module.entry))
             continue
         kernels.append(make_kernel(instr, getattr(assignment, "in_place", {}).get(instr, ())))
+    kernels += _copy_outs(module, assignment)
     if control.arena_size > assignment.arena_size and control.constants is not None:
         assignment.arena_size = control.arena_size  # the called computations' regions
     plan = _Plan(kernels, assignment, pool.size, control.constants)
@@ -565,6 +608,50 @@ def compile_module(module, assignment, num_threads: int | None = None,
     exe.collectives = control.collectives
     exe._compile_ms = (time.perf_counter() - t0) * 1e3
     return exe
+
+
+class _CopyOut:
+    """A plan step copying a result that lives in the arena (an element of a loop's state,
+    ``get-tuple-element`` of a ``while``) into a fresh output array, in the generated code:
+    numpy's slice-view-reshape-copy of it cost ~2 us a call, a memcpy at the end of the
+    program's last step a few ns. Shaped as a ``ControlStep`` (``executable._Plan`` emits it
+    inline)."""
+    is_control = True
+    units = 1
+    cost_ns = 0.0
+    inputs: list = []
+    constants: list = []
+    in_place: list = []
+    symbol = ""
+    kind = strategy = "copy"
+
+    def __init__(self, root, index, src):
+        self.instr = root
+        self.index = index
+        self.opcodes = ["copy"]
+        self.name = f"copy_out_{index}"
+        self.dst, self.src, self.nbytes = ("output", index), src, root.shape.nbytes
+
+    def keys(self):
+        return [self.dst, self.src]
+
+    def emit(self, plan, b, table):
+        from minixla.backends.llvm.control_flow import _memcpy
+        _memcpy(plan, b, table, self.dst, self.src, self.nbytes)
+
+
+def _copy_outs(module, assignment) -> list:
+    """A ``_CopyOut`` for each root value whose buffer is a temporary (not its own output)."""
+    root = module.entry.root
+    roots = list(root.operands) if root.opcode == "tuple" else [root]
+    out = []
+    for j, r in enumerate(roots):
+        if r.shape.is_tuple or r.shape.size == 0 or _source(r).opcode in ("parameter", "constant"):
+            continue
+        key = buffer_key(r, assignment)
+        if key[0] == "temp":
+            out.append(_CopyOut(r, j, key))
+    return out
 
 
 def build_executable(module, assignment, kernels, jit, plan, steps, thunks, pool) -> LlvmExecutable:
