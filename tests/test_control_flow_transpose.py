@@ -59,9 +59,12 @@ _LT = {
     "cond_known_output_used_downstream":
         (lambda L, lax, np_: L.linear_transpose(lambda x: (lambda r: r[0] * r[1])(lax.cond(
             True, lambda c, x: (x * c, c * 2.), lambda c, x: (-x, c), np_.float32(3.), x)), ONE), ONE),
-    "while_known_carry_and_passthrough":
-        (lambda L, lax, np_: L.linear_transpose(lambda x: (lambda r: x * r[1] + r[2])(lax.while_loop(
-            lambda c: c[0] < 3, lambda c: (c[0] + 1, c[1] * 2., c[2]), (0, 1., x))), ONE), ONE),
+    "while_linear_carry_passed_through":  # (a loop invariant: a body const, as JAX's while_loop makes it)
+        (lambda L, lax, np_: L.linear_transpose(lambda x: lax.while_loop(
+            lambda c: c[0] < 3, lambda c: (c[0] + 1, c[1]), (0, x))[1] * 2., ONE), ONE),
+    "while_known_carries":
+        (lambda L, lax, np_: L.linear_transpose(lambda x: x * lax.while_loop(
+            lambda c: c[0] < 3, lambda c: (c[0] + 1, c[1] * 2.), (0, 1.))[1], ONE), ONE),
     "jitted_callee":
         (lambda L, lax, np_: L.linear_transpose(L.jit(lambda x: lax.fori_loop(0, 3, lambda i, c: c + x * i, 0.)),
                                                 ONE), ONE),
@@ -144,8 +147,9 @@ def test_linear_part_carries_only_tangents():
 
 
 def test_reverse_mode_errors_and_known_while_loops():
-    """A while loop with a linear carry has no transpose (JAX's error); one whose linear
-    values are only passed through, or absent, differentiates as in JAX."""
+    """A while loop with a linear carry has no transpose (JAX's error, also for a carry whose
+    tangent the body passes through: ``c + 1``); one whose carries are all known, or whose
+    linear value is only carried along unchanged, differentiates as in JAX."""
     def linear_carry(L, lax, np_):
         return L.grad(lambda x: lax.while_loop(lambda c: c[0] < 3, lambda c: (c[0] + 1, c[1] * x), (0, 1.))[1])
     with pytest.raises(ValueError) as want:
@@ -153,6 +157,8 @@ def test_reverse_mode_errors_and_known_while_loops():
     with pytest.raises(ValueError) as got:
         linear_carry(minixla, mlax, mnp)(X)
     assert str(want.value).splitlines()[0] in str(got.value)
+    with pytest.raises(ValueError, match="Reverse-mode differentiation does not work"):
+        minixla.grad(lambda x: mlax.while_loop(lambda c: c[0] < 3, lambda c: c + 1, x).sum())(XV)
     _close(*_both(lambda L, lax, np_: L.grad(lambda x: lax.while_loop(
         lambda c: c[0] < 3, lambda c: (c[0] + 1, c[1]), (0, x))[1]), X))
     _close(*_both(lambda L, lax, np_: L.grad(lambda x: x * lax.while_loop(
@@ -178,3 +184,26 @@ def test_constant_tangents_and_cotangents_of_bodies():
     ]
     for build in cases:
         _close(*_both(build, X))
+
+
+def _cv(L, np_):
+    @L.custom_vjp
+    def g(x):
+        return np_.sin(x)
+    g.defvjp(lambda x: (np_.sin(x), np_.cos(x)), lambda r, ct: (ct * r * 2.,))
+    return g
+
+
+def test_custom_vjp_inside_loops_and_branches():
+    """A custom_vjp called in a loop or branch body: its bwd transposes the body in reverse
+    mode (the tangent body stages ``custom_lin``); forward mode is JAX's error."""
+    loop = lambda L, lax, np_: (lambda x: lax.fori_loop(0, 3, lambda i, c: _cv(L, np_)(c * x) * i + c, 1.))  # noqa: E731
+    _close(*_both(lambda L, lax, np_: L.grad(loop(L, lax, np_)), X))
+    _close(*_both(lambda L, lax, np_: L.grad(lambda x: lax.scan(
+        lambda c, xi: (c + _cv(L, np_)(xi * c), None), 1., x)[0]), XV))
+    _close(*_both(lambda L, lax, np_: L.grad(lambda x: lax.cond(x > 0, _cv(L, np_), lambda c: c, x)), X))
+    with pytest.raises(TypeError, match="can't apply forward-mode autodiff"):
+        jax.jvp(loop(jax, jax.lax, jnp), (X,), (X,))
+    for run in (lambda f: f, minixla.jit):
+        with pytest.raises(TypeError, match="can't apply forward-mode autodiff"):
+            run(lambda x: minixla.jvp(loop(minixla, mlax, mnp), (x,), (x,)))(X)

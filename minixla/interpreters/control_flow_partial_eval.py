@@ -19,8 +19,7 @@ splits the equation (``partial_eval_rules``, used by ``LinearJaxprTrace``):
   *known cond* computes the known outputs from the known operands, an *unknown cond* (the
   known operands as residuals) the others; an unknown index makes every output unknown.
 * **while.** Carries split by the same fixpoint. A *known while* computes the known carries;
-  an unknown carry the body passes through unchanged is its initial value. If another carry
-  is unknown, the whole loop is staged too, whose transpose raises JAX's error (reverse mode
+  if any carry is unknown, the whole loop is staged too, whose transpose raises JAX's error (reverse mode
   needs a trip count), while ``linearize``'s forward map still evaluates it. A loop with no
   unknown carry (its linear operands unused) is known, as in JAX.
 
@@ -207,10 +206,6 @@ def _while_partial_eval(trace, args, params):
                        cond_nconsts=cn, body_nconsts=len(kconsts) + len(kpos) - len(kc))
     it = iter(res)
     outs = [None if u else next(it) for u in out_uk]
-    bj = body_j.jaxpr
-    passed = [bj.outvars[j] is bj.invars[bn + j] for j in range(len(out_uk))]
-    if all(p or not u for p, u in zip(passed, out_uk)):  # unknown carries only passed through
-        return [args[cn + bn + j] if u else o for j, (u, o) in enumerate(zip(out_uk, outs))]
     # Some carry is linear: the loop as it is (its known outputs come from the known loop).
     full = JaxprTrace.process_primitive(trace, while_p, args, params)
     return [f if u else o for u, f, o in zip(out_uk, full, outs)]
