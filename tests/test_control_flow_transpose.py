@@ -197,7 +197,8 @@ def _cv(L, np_):
 def test_custom_vjp_inside_loops_and_branches():
     """A custom_vjp called in a loop or branch body: its bwd transposes the body in reverse
     mode (the tangent body stages ``custom_lin``); forward mode is JAX's error."""
-    loop = lambda L, lax, np_: (lambda x: lax.fori_loop(0, 3, lambda i, c: _cv(L, np_)(c * x) * i + c, 1.))  # noqa: E731
+    def loop(L, lax, np_):
+        return lambda x: lax.fori_loop(0, 3, lambda i, c: _cv(L, np_)(c * x) * i + c, 1.)
     _close(*_both(lambda L, lax, np_: L.grad(loop(L, lax, np_)), X))
     _close(*_both(lambda L, lax, np_: L.grad(lambda x: lax.scan(
         lambda c, xi: (c + _cv(L, np_)(xi * c), None), 1., x)[0]), XV))

@@ -542,4 +542,5 @@ def _custom_vjp_call_batch(vals, dims, *, name, bwd, call_jaxpr, fwd, symbolic_z
 
 jvp_rules[custom_vjp_call_p] = _custom_vjp_call_jvp
 transpose_rules[custom_lin_p] = _custom_lin_t
+batching_rules[custom_lin_p] = lambda *args, **params: _custom_lin_impl()  # (vmap of a forward-mode jvp)
 batching_rules[custom_vjp_call_p] = _custom_vjp_call_batch
