@@ -11,7 +11,9 @@ Three pieces, as Autodidax builds them:
   *below* the JVP trace, so every tangent operation is staged into a jaxpr that is linear in the
   tangent inputs, while the primal operations run (or are staged by the outer trace) right away.
   Known values that the tangent equations use (``cos x`` for ``sin``) become the linear jaxpr's
-  constants: the residuals.
+  constants: the residuals. This is JAX's partial evaluation (known vs unknown values); a loop
+  or branch that mixes both inside one equation is split by its ``partial_eval_rules`` row
+  (:mod:`minixla.interpreters.partial_eval`), so the linear jaxpr holds only linear values.
 * **transpose** — ``backward_pass`` runs the linear jaxpr backwards with each linear primitive's
   ``transpose_rules`` row, turning output cotangents into input cotangents. ``vjp`` and ``grad``
   are linearize + transpose.
@@ -33,6 +35,11 @@ jvp_rules: dict = {}
 #: linear primitive -> fn(ct, *args, **params) -> one cotangent (or None) per arg; linear args
 #: are ``UndefinedPrimal``
 transpose_rules: dict = {}
+#: primitive -> fn(trace, args, params) -> outputs: how a ``LinearJaxprTrace`` stages an equation
+#: whose operands are partly known (JAX's ``partial_eval_jaxpr_custom_rules``): the rows of the
+#: control-flow primitives split them so the linear jaxpr holds only their unknown part
+#: (:mod:`minixla.interpreters.partial_eval`)
+partial_eval_rules: dict = {}
 
 float0 = jax_dtypes.float0
 
@@ -160,9 +167,19 @@ def jvp_flat(fun, primals, tangents):
 # Linearize: JVP with the tangents staged into a linear jaxpr.
 
 class LinearJaxprTrace(JaxprTrace):
-    """The jaxpr trace that records the tangent (linear) half of a JVP. It is never where
-    operand-less values are staged (``current_jaxpr_trace`` skips it): those are primal values."""
+    """The jaxpr trace that records the tangent (linear) half of a JVP: JAX's partial evaluation,
+    where its tracers are the *unknown* values and everything else is *known*. An equation with
+    an unknown operand is staged; one with only known operands runs (or goes to an outer trace)
+    right away. It is never where operand-less values are staged (``current_jaxpr_trace`` skips
+    it): those are primal values. A control-flow equation with both kinds of operands is split
+    by its ``partial_eval_rules`` row (a loop's counter is known, its tangent carry unknown)."""
     tangent_only = True
+
+    def process_primitive(self, prim, args, params):
+        rule = partial_eval_rules.get(prim)
+        if rule is not None:  # (even on unknown operands only: a nested loop may have known carries)
+            return rule(self, args, params)
+        return JaxprTrace.process_primitive(self, prim, args, params)
 
 
 class LinearFunction:
@@ -259,15 +276,20 @@ def _check_cotangents(eqn, args, ct_in):
                 f"operand {n}, {a.aval.str_short()}: a cotangent has its operand's shape")
 
 
-def backward_pass(jaxpr, consts, cts_out, args=None):
+def backward_pass(jaxpr, consts, cts_out, args=None, split=True):
     """Transpose the linear ``jaxpr`` (inputs: its invars; constvars: ``consts``, the residuals).
 
     Walks the equations in reverse, accumulating a cotangent per linear variable; returns one
     cotangent per invar (``Zero`` where none reached it). ``args`` (optional, one per invar):
     ``UndefinedPrimal`` for a linear input, a value for a known one; the equations that use
     only known values run forward first (a rematerialized primal computation, ``remat2``).
+    A jaxpr with an equation that reads linear values but has known outputs (a loop counter
+    next to a tangent carry, in a ``checkpoint``'s differentiated part) is partially evaluated
+    first (``split``), so that only linear values reach the transpose rules.
     """
     args = args if args is not None else [UndefinedPrimal(v.aval) for v in jaxpr.invars]
+    if split and _mixes_known_and_linear(jaxpr, [is_undefined(a) for a in args]):
+        return _backward_pass_split(jaxpr, consts, cts_out, args)
     linear = {v.id for v, a in zip(jaxpr.invars, args) if is_undefined(a)}
     for eqn in jaxpr.eqns:
         if any(not isinstance(a, Literal) and a.id in linear for a in eqn.invars):
@@ -307,3 +329,36 @@ def backward_pass(jaxpr, consts, cts_out, args=None):
         for a, c in zip(eqn.invars, ct_in):
             write(a, c)
     return [ct_env.get(v.id, Zero(v.aval)) for v in jaxpr.invars]
+
+
+def _mixes_known_and_linear(jaxpr, linear_in) -> bool:
+    """Whether an equation of ``jaxpr`` reads linear values and yet has known outputs (a loop
+    counter next to a tangent carry): a jaxpr not staged by partial evaluation, such as the
+    differentiated part of a ``checkpoint``."""
+    from minixla.interpreters.partial_eval import unknown_output_rules
+    linear = {v.id for v, lin in zip(jaxpr.invars, linear_in) if lin}
+    for eqn in jaxpr.eqns:
+        ins = [not isinstance(a, Literal) and a.id in linear for a in eqn.invars]
+        if not any(ins):
+            continue
+        rule = unknown_output_rules.get(eqn.primitive)
+        if rule is not None and not all(rule(ins, **eqn.params)):
+            return True
+        linear.update(v.id for v in eqn.outvars)
+    return False
+
+
+def _backward_pass_split(jaxpr, consts, cts_out, args):
+    """``backward_pass`` of a jaxpr that mixes known and linear values in one equation: it is
+    evaluated by partial evaluation first (the known parts run, each such equation is split),
+    and the purely linear jaxpr that results is transposed."""
+    from minixla.interpreters.eval import eval_jaxpr
+    lin_avals = [a.aval for a in args if is_undefined(a)]
+
+    def fun(*lin):
+        it = iter(lin)
+        return eval_jaxpr(jaxpr, consts, [next(it) if is_undefined(a) else a for a in args])
+    closed = trace_to_jaxpr(fun, lin_avals, trace=LinearJaxprTrace())
+    # (once: a while loop with a linear carry stays whole, and its transpose raises JAX's error)
+    cts = iter(backward_pass(closed.jaxpr, closed.consts, cts_out, split=False))
+    return [next(cts) if is_undefined(a) else Zero(v.aval) for v, a in zip(jaxpr.invars, args)]

@@ -223,8 +223,15 @@ def linear_transpose(fun, *primals, reduce_axes=()):
             raise _type_error(f"linear_transpose only supports [float or complex] -> [float or complex], "
                             f"and integer -> integer functions, but got {a.dtype.name} input")
     flat_fun, out_store = flatten_fun(fun, in_tree)
-    closed = trace_to_jaxpr(flat_fun, in_avals)
+    # Traced by partial evaluation, as JAX does: what does not depend on the inputs (a loop's
+    # counter, constants) is computed now; the jaxpr holds only the linear part.
+    closed = trace_to_jaxpr(flat_fun, in_avals, trace=ad.LinearJaxprTrace())
     out_tree = out_store[0]
+    out_dtypes = [a.dtype for a in closed.out_avals]
+    if not all(is_float(d) for d in out_dtypes):
+        raise _type_error("linear_transpose only supports [float or complex] -> [float or complex], and "
+                          f"integer -> integer functions, but got {[a.dtype for a in in_avals]} -> "
+                          f"{out_dtypes}.")
 
     def transposed(*cts):
         ct = cts[0] if len(cts) == 1 else cts

@@ -9,12 +9,23 @@ exactly it into the linear jaxpr (JAX gets the same split from partial evaluatio
 ``scan`` the primal scan also returns the carry at every step (the *residuals*), and the
 tangent scan reads them as ``xs``: its carry is the tangent carry only.
 
+The tangent carries are found by a fixpoint, as in JAX: a float carry whose initial tangent
+is zero and whose update reads no non-zero tangent (a carry computed from constants) keeps a
+symbolic ``Zero`` tangent and is not carried by the tangent scan.
+
+**Partial evaluation.** Under ``linearize`` a loop or branch equation may mix known values (a
+counter, a primal value a ``custom_jvp`` rule carries next to its tangent) with linear ones;
+``control_flow_partial_eval.py`` splits it into a known equation, run forward, and an unknown
+one, the only part staged into the linear jaxpr. So every carry a transpose rule sees is linear.
+
 **Transpose** (reverse mode). A ``cond`` transposes branch by branch (``backward_pass`` of
-each branch, the known operands as constants); a ``scan`` linear in its carry transposes to
-a scan in the other direction whose carry is the cotangent of the carry plus the accumulated
-cotangents of its linear consts, and whose ``ys`` are the cotangents of its linear ``xs``: the
-backward pass is a reverse scan over the saved residuals. A ``while`` has no transpose (its
-trip count is unknown): JAX's error, pointing to ``scan`` or a static ``fori_loop``.
+each branch, the known operands as constants); a ``scan`` (all of whose carries are linear)
+transposes to a scan in the other direction whose carry is the cotangent of the carry plus
+the accumulated cotangents of its linear consts, and whose ``ys`` are the cotangents of its
+linear ``xs``: the backward pass is a reverse scan over the saved residuals. A ``while`` has no
+transpose (its trip count is unknown): JAX's error, pointing to ``scan`` or a static ``fori_loop``.
+A re-traced body that returns a constant (an instantiated zero tangent or cotangent) closes
+over it, and it becomes one more operand of the new equation.
 """
 from __future__ import annotations
 
@@ -22,9 +33,10 @@ import numpy as np
 
 from minixla.core import errors
 from minixla.core.avals import get_aval
-from minixla.core.jaxpr import ClosedJaxpr, Jaxpr
+from minixla.core.jaxpr import ClosedJaxpr, Jaxpr, Var
 from minixla.interpreters.ad import (Zero, backward_pass, instantiate, is_undefined, jvp_flat, jvp_rules,
                                      tangent_aval, transpose_rules)
+from minixla.interpreters.partial_eval import jaxpr_unknowns
 from minixla.lax.control_flow import _trace_fun, cond_p, scan_p, while_p
 
 
@@ -34,12 +46,32 @@ def _eval(closed):
 
 
 def _flat_trace(fun, avals):
-    """``fun`` (flat args -> flat list) as a closed jaxpr and its closed-over values."""
+    """``fun`` (flat args -> flat list) traced into a closure-converted jaxpr: ``(jaxpr,
+    consts)``, the jaxpr's leading inputs being ``consts``, the values it closes over (e.g. a
+    constant output, such as an instantiated zero tangent or cotangent): the caller passes
+    them as leading operands (a loop's consts)."""
     from jax import tree_util
     tree = tree_util.tree_structure(tuple(range(len(avals))))
     # (re-evaluating a body's equations must stage its literal-only ones: see find_trace)
     jaxpr, consts, _ = _trace_fun(lambda *xs: list(fun(*xs)), tree, avals, stage_constants=True)
     return jaxpr, consts
+
+
+def _branches(funs, avals):
+    """Each of ``funs`` traced on ``avals`` as a branch of one ``cond``: ``(branches, consts)``.
+    The constants any branch closes over become leading operands that every branch takes
+    (each reads only its own), so all branches keep one signature."""
+    traced = [_flat_trace(f, avals) for f in funs]
+    const_avals = [[get_aval(c) for c in cs] for _, cs in traced]
+
+    def fresh(groups):
+        return [Var(a) for g in groups for a in g]
+    new = []
+    for b, (j, cs) in enumerate(traced):
+        own, ops = j.jaxpr.invars[:len(cs)], j.jaxpr.invars[len(cs):]
+        invars = fresh(const_avals[:b]) + list(own) + fresh(const_avals[b + 1:]) + list(ops)
+        new.append(ClosedJaxpr(Jaxpr([], invars, j.jaxpr.eqns, j.jaxpr.outvars), []))
+    return tuple(new), [c for _, cs in traced for c in cs]
 
 
 def _jvp_of(closed, nz, instantiate_out=None):
@@ -57,6 +89,18 @@ def _jvp_of(closed, nz, instantiate_out=None):
     return f
 
 
+def _fixpoint(carry_unknown, step):
+    """Carries that become unknown (or get a non-zero tangent): ``step(carry_unknown) ->
+    the body outputs' flags`` is iterated until no more carries turn (one pass per carry at most)."""
+    carry_unknown = list(carry_unknown)
+    while True:
+        out = step(carry_unknown)
+        new = [a or b for a, b in zip(carry_unknown, out)]
+        if new == carry_unknown:
+            return carry_unknown, out
+        carry_unknown = new
+
+
 def _is_float(aval) -> bool:
     d = np.dtype(aval.dtype)
     return d.kind == "f" or d.name == "bfloat16"
@@ -71,12 +115,8 @@ def _cond_jvp(primals, tangents, *, branches):
     outs = cond_p.bind(index, *ops, branches=branches)
     op_avals = [get_aval(o) for o in ops]
     t_avals = [tangent_aval(a) for a, z in zip(op_avals, nz) if z]
-    new = []
-    for b in branches:
-        j, consts = _flat_trace(_jvp_of(b, nz), op_avals + t_avals)
-        assert not consts, "a branch closes over nothing (it is closure-converted)"
-        new.append(j)
-    touts = cond_p.bind(index, *ops, *[t for t in tangents[1:] if not isinstance(t, Zero)], branches=tuple(new))
+    new, consts = _branches([_jvp_of(b, nz) for b in branches], op_avals + t_avals)
+    touts = cond_p.bind(index, *consts, *ops, *[t for t in tangents[1:] if not isinstance(t, Zero)], branches=new)
     it = iter(touts)
     return outs, [next(it) if _is_float(a) else Zero(tangent_aval(a)) for a in branches[0].out_avals]
 
@@ -102,12 +142,8 @@ def _cond_transpose(cts, index, *ops, branches):
     known = [o for o in ops if not is_undefined(o)]
     cts = [instantiate(c) for c in cts]
     avals = [get_aval(k) for k in known] + [get_aval(c) for c in cts]
-    new = []
-    for b in branches:
-        j, consts = _flat_trace(_transpose_jaxpr(b, linear, None), avals)
-        assert not consts
-        new.append(j)
-    in_cts = iter(cond_p.bind(index, *known, *cts, branches=tuple(new)))
+    new, consts = _branches([_transpose_jaxpr(b, linear, None) for b in branches], avals)
+    in_cts = iter(cond_p.bind(index, *consts, *known, *cts, branches=new))
     return [None] + [next(in_cts) if lin else None for lin in linear]
 
 
@@ -145,18 +181,16 @@ def _while_jvp(primals, tangents, *, cond_jaxpr, body_jaxpr, cond_nconsts, body_
 
     t_avals = [tangent_aval(a) for a, f in zip(c_avals, t_carry) if f]
     b_avals = bc_avals + [tangent_aval(a) for a, z in zip(bc_avals, bc_nz) if z]
-    new_body, consts = _flat_trace(body, b_avals + c_avals + t_avals)
-    assert not consts
+    new_body, b_consts = _flat_trace(body, b_avals + c_avals + t_avals)
     nc = len(cc)
 
     def cond(*args):
         return _eval(cond_jaxpr)(*args[:nc], *args[nc:nc + len(carry)])
-    new_cond, consts = _flat_trace(cond, [get_aval(x) for x in cc] + c_avals + t_avals)
-    assert not consts
+    new_cond, c_consts = _flat_trace(cond, [get_aval(x) for x in cc] + c_avals + t_avals)
     t_init = [instantiate(t) for t, f in zip(ct, t_carry) if f]
-    res = while_p.bind(*cc, *bc, *[t for t in bt if not isinstance(t, Zero)], *carry, *t_init,
-                       cond_jaxpr=new_cond, body_jaxpr=new_body, cond_nconsts=nc,
-                       body_nconsts=nb + sum(bc_nz))
+    res = while_p.bind(*c_consts, *cc, *b_consts, *bc, *[t for t in bt if not isinstance(t, Zero)], *carry,
+                       *t_init, cond_jaxpr=new_cond, body_jaxpr=new_body, cond_nconsts=len(c_consts) + nc,
+                       body_nconsts=len(b_consts) + nb + sum(bc_nz))
     it = iter(res[len(carry):])
     return outs, [next(it) if f else Zero(tangent_aval(a)) for a, f in zip(c_avals, t_carry)]
 
@@ -187,19 +221,24 @@ def _scan_jvp(primals, tangents, *, jaxpr, length, num_carry, num_consts, revers
     def primal_body(*args):
         out = body(*args)
         return list(out) + list(args[nk:nk + nc])
-    pj, consts_ = _flat_trace(primal_body, in_avals)
-    assert not consts_
-    res = scan_p.bind(*primals, jaxpr=pj, length=length, num_carry=nc, num_consts=nk, reverse=reverse,
-                      unroll=unroll)
+    pj, p_consts = _flat_trace(primal_body, in_avals)
+    res = scan_p.bind(*p_consts, *primals, jaxpr=pj, length=length, num_carry=nc, num_consts=len(p_consts) + nk,
+                      reverse=reverse, unroll=unroll)
     n_out = len(jaxpr.out_avals)
     outs, residuals = res[:n_out], res[n_out:]
     # 2. The tangent scan: consts (primal consts, their tangents), carry (the float carries'
     #    tangents), xs (primal xs, residual carries, xs tangents).
     k_nz = [not isinstance(t, Zero) for t in tk]
     x_nz = [not isinstance(t, Zero) for t in tx]
-    c_t = [_is_float(a) for a in c_avals]
+    # A carry's tangent is non-zero if its initial tangent is, or if the body's output for it
+    # depends on a non-zero tangent (a fixpoint, as JAX's): a float carry computed from
+    # constants keeps a symbolic zero tangent instead of a carried array of zeros.
+    c_float = [_is_float(a) for a in c_avals]
+    c_t, out_nz = _fixpoint([f and not isinstance(t, Zero) for f, t in zip(c_float, tc)],
+                            lambda c: jaxpr_unknowns(jaxpr, k_nz + c + x_nz))
+    c_t = [f and z for f, z in zip(c_float, c_t)]
     y_avals = jaxpr.out_avals[nc:]
-    y_t = [_is_float(a) for a in y_avals]
+    y_t = [_is_float(a) and z for a, z in zip(y_avals, out_nz[nc:])]
     nkt, nct, nxt = sum(k_nz), sum(c_t), sum(x_nz)
 
     def tangent_body(*args):
@@ -220,12 +259,11 @@ def _scan_jvp(primals, tangents, *, jaxpr, length, num_carry, num_consts, revers
     t_avals = (list(k_avals) + [tangent_aval(a) for a, z in zip(k_avals, k_nz) if z]
                + [tangent_aval(a) for a, f in zip(c_avals, c_t) if f]
                + list(x_avals) + list(c_avals) + [tangent_aval(a) for a, z in zip(x_avals, x_nz) if z])
-    tj, consts_ = _flat_trace(tangent_body, t_avals)
-    assert not consts_
-    operands = (list(consts) + [t for t in tk if not isinstance(t, Zero)]
+    tj, t_consts = _flat_trace(tangent_body, t_avals)
+    operands = (list(t_consts) + list(consts) + [t for t in tk if not isinstance(t, Zero)]
                 + [instantiate(t) for t, f in zip(tc, c_t) if f]
                 + list(xs) + list(residuals) + [t for t in tx if not isinstance(t, Zero)])
-    touts = scan_p.bind(*operands, jaxpr=tj, length=length, num_carry=nct, num_consts=nk + nkt,
+    touts = scan_p.bind(*operands, jaxpr=tj, length=length, num_carry=nct, num_consts=len(t_consts) + nk + nkt,
                         reverse=reverse, unroll=unroll)
     it = iter(touts)
     t_carry = [next(it) if f else Zero(tangent_aval(a)) for a, f in zip(c_avals, c_t)]
@@ -238,7 +276,8 @@ def _scan_transpose(cts, *args, jaxpr, length, num_carry, num_consts, reverse, u
     consts, carry, xs = args[:nk], args[nk:nk + nc], args[nk + nc:]
     k_lin = [is_undefined(a) for a in consts]
     x_lin = [is_undefined(a) for a in xs]
-    # (the carry is linear: a known carry is an instantiated zero tangent, whose cotangent is dropped)
+    # (every carry is linear: partial evaluation moved the known ones to a scan of their own; a
+    #  known initial value is an instantiated zero tangent, whose cotangent is dropped)
     in_avals = jaxpr.in_avals
     linear = k_lin + [True] * nc + x_lin
     kk = [a for a in consts if not is_undefined(a)]
@@ -264,11 +303,10 @@ def _scan_transpose(cts, *args, jaxpr, length, num_carry, num_consts, reverse, u
     ys_avals = [get_aval(c).update(shape=get_aval(c).shape[1:]) for c in ct_ys]
     avals = ([get_aval(k) for k in kk] + lk_avals + [get_aval(c) for c in ct_carry]
              + [get_aval(x).update(shape=get_aval(x).shape[1:]) for x in kx] + ys_avals)
-    tj, consts_ = _flat_trace(body, avals)
-    assert not consts_
+    tj, t_consts = _flat_trace(body, avals)
     zeros = [instantiate(Zero(a)) for a in lk_avals]
-    res = scan_p.bind(*kk, *zeros, *ct_carry, *kx, *ct_ys, jaxpr=tj, length=length, num_carry=nlk + nc,
-                      num_consts=nkk, reverse=not reverse, unroll=unroll)
+    res = scan_p.bind(*t_consts, *kk, *zeros, *ct_carry, *kx, *ct_ys, jaxpr=tj, length=length,
+                      num_carry=nlk + nc, num_consts=len(t_consts) + nkk, reverse=not reverse, unroll=unroll)
     k_cts, c_cts, x_cts = iter(res[:nlk]), res[nlk:nlk + nc], iter(res[nlk + nc:])
     return ([next(k_cts) if lin else None for lin in k_lin]
             + [c if is_undefined(a) else None for c, a in zip(c_cts, carry)]
@@ -393,3 +431,5 @@ def _register_batching():
 
 
 _register_batching()
+
+from minixla.interpreters import control_flow_partial_eval  # noqa: E402,F401 (their known/unknown split)

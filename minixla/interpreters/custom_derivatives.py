@@ -290,8 +290,9 @@ calls.register_call_lowering(custom_vjp_call_p, "call_jaxpr")
 
 #: the tangent outputs of a custom_vjp function while linearizing: linear in its tangent
 #: operands, transposed by the user's ``bwd``. It only ever lives in a linear jaxpr that is
-#: transposed (never lowered, evaluated or batched), so it is kept out of the registry the
-#: coverage table enumerates.
+#: transposed, or in the tangent body of a loop or branch (which reverse mode transposes), so
+#: it is kept out of the registry the coverage table enumerates; evaluating or lowering it (a
+#: forward-mode derivative) raises JAX's error.
 custom_lin_p = Primitive("custom_lin")
 custom_lin_p.multiple_results = True
 del registry["custom_lin"]
@@ -305,6 +306,14 @@ def _custom_lin_impl(*args, **params):
 
 
 impl_rules[custom_lin_p] = _custom_lin_impl
+
+
+def _register_custom_lin_lowering():
+    from minixla.hlo.lowering import lowering_rules
+    lowering_rules[custom_lin_p] = lambda *args, **params: _custom_lin_impl()
+
+
+_register_custom_lin_lowering()
 
 
 class custom_vjp:
@@ -500,7 +509,10 @@ def _custom_vjp_call_jvp(primals, tangents, *, name, bwd, call_jaxpr, fwd, symbo
         raise _closure_error("custom_vjp", name)
     nonzero = [not isinstance(t, Zero) for t in tangents]
     lin = [t for t in tangents if not isinstance(t, Zero)]
-    if not isinstance(find_trace(lin), LinearJaxprTrace):
+    trace = find_trace(lin)
+    # (in a loop or branch body the JVP rule is tracing, whether it ends in reverse or forward
+    #  mode is not known yet: custom_lin is staged, transposed by bwd or raising when evaluated)
+    if not isinstance(trace, LinearJaxprTrace) and not getattr(trace, "stage_everything", False):
         raise _type_error(_FORWARD_MODE)
     outs, res, res_tree = fwd(list(primals))
     out_avals = [tangent_aval(get_aval(o)) for o in outs]
@@ -530,4 +542,5 @@ def _custom_vjp_call_batch(vals, dims, *, name, bwd, call_jaxpr, fwd, symbolic_z
 
 jvp_rules[custom_vjp_call_p] = _custom_vjp_call_jvp
 transpose_rules[custom_lin_p] = _custom_lin_t
+batching_rules[custom_lin_p] = lambda *args, **params: _custom_lin_impl()  # (vmap of a forward-mode jvp)
 batching_rules[custom_vjp_call_p] = _custom_vjp_call_batch

@@ -14,7 +14,7 @@ from jax import tree_util
 from minixla.core.avals import get_aval
 from minixla.core.primitive import Primitive, impl_rules, shape_rules
 from minixla.interpreters import calls
-from minixla.interpreters.ad import backward_pass, jvp_flat, jvp_rules, transpose_rules
+from minixla.interpreters.ad import backward_pass, jvp_flat, jvp_rules, partial_eval_rules, transpose_rules
 from minixla.interpreters.batching import batching_rules
 from minixla.interpreters.eval import eval_jaxpr
 
@@ -54,6 +54,25 @@ def _jit_batch(vals, dims, *, name, jaxpr):
     return outs, [0] * len(outs)
 
 
+def _jit_partial_eval(trace, args, params):
+    """Called on linear values (a ``custom_jvp`` rule's tangents, ``linear_transpose``): inlined,
+    so its known equations run now and only its linear ones are staged (as its JVP inlines)."""
+    jaxpr = params["jaxpr"]
+    return eval_jaxpr(jaxpr.jaxpr, jaxpr.consts, list(args))
+
+
+def _jit_unknowns(in_unknown, *, name, jaxpr):
+    from minixla.interpreters.partial_eval import jaxpr_unknowns
+    return jaxpr_unknowns(jaxpr, in_unknown)
+
+
+def _register_partial_eval():
+    from minixla.interpreters.partial_eval import unknown_output_rules
+    partial_eval_rules[jit_p] = _jit_partial_eval
+    unknown_output_rules[jit_p] = _jit_unknowns
+
+
+_register_partial_eval()
 jvp_rules[jit_p] = _jit_jvp
 transpose_rules[jit_p] = _jit_transpose
 batching_rules[jit_p] = _jit_batch

@@ -314,7 +314,9 @@ def while_loop(cond_fun, body_fun, init_val):
     ``init_val`` is any pytree of arrays; ``body_fun`` must return the same pytree with the same
     shapes and dtypes (``DTypeError``/``ShapeError`` name the carry component that differs);
     ``cond_fun`` must return a boolean scalar (``DTypeError`` otherwise). Not reverse-mode
-    differentiable (the trip count is unknown), as in JAX.
+    differentiable (the trip count is unknown), as in JAX; a carry the body returns unchanged
+    and ``cond_fun`` does not read becomes a body const (JAX's forwarding), so carrying a
+    linear value along does not stop reverse mode.
     """
     leaves, carry_tree = tree_util.tree_flatten(init_val)
     in_tree = tree_util.tree_structure((init_val,))
@@ -328,9 +330,38 @@ def while_loop(cond_fun, body_fun, init_val):
     if len(c_out) != 1 or c_out[0].shape != () or c_out[0].dtype != np.bool_:
         raise errors.DTypeError(f"cond_fun must return a boolean scalar, but got output type(s) {c_out}.")
     leaves = [_as_aval(x, a) for x, a in zip(leaves, in_avals)]
-    outs = while_p.bind(*cond_consts, *body_consts, *leaves, body_jaxpr=body, body_nconsts=len(body_consts),
-                        cond_jaxpr=cond_j, cond_nconsts=len(cond_consts))
+    body, cond_j, body_consts, leaves, moved = _forwarded_to_consts(body, cond_j, body_consts, leaves,
+                                                                     len(cond_consts))
+    outs = iter(while_p.bind(*cond_consts, *body_consts, *leaves, body_jaxpr=body, body_nconsts=len(body_consts),
+                             cond_jaxpr=cond_j, cond_nconsts=len(cond_consts)))
+    outs = [m if m is not None else next(outs) for m in moved]
     return tree_util.tree_unflatten(carry_tree, outs)
+
+
+def _forwarded_to_consts(body, cond_j, body_consts, leaves, n_cond_consts):
+    """A carry the body returns unchanged and the condition does not read is a loop
+    invariant: it becomes a leading body const and the loop's result for it is its initial
+    value, as JAX's ``while_loop`` does (so e.g. reverse mode of a loop whose linear value is
+    only carried along works). Returns the new body, cond, body consts, carries, and per
+    original carry its initial value if moved (else ``None``)."""
+    bj, cj = body.jaxpr, cond_j.jaxpr
+    nb = len(body_consts)
+    read = {a.id for e in cj.eqns for a in e.invars if isinstance(a, Var)}
+    read |= {v.id for v in cj.outvars if isinstance(v, Var)}
+    carry_in = bj.invars[nb:]
+    move = [bj.outvars[j] is v and cj.invars[n_cond_consts + j].id not in read for j, v in enumerate(carry_in)]
+    if not any(move):
+        return body, cond_j, body_consts, leaves, [None] * len(leaves)
+    stay = [not m for m in move]
+    new_body = Jaxpr(bj.constvars, [v for v, m in zip(carry_in, move) if m] + list(bj.invars[:nb])
+                     + [v for v, k in zip(carry_in, stay) if k], bj.eqns,
+                     [v for v, k in zip(bj.outvars, stay) if k])
+    new_cond = Jaxpr(cj.constvars, list(cj.invars[:n_cond_consts])
+                     + [v for v, k in zip(cj.invars[n_cond_consts:], stay) if k], cj.eqns, cj.outvars)
+    moved_vals = [x for x, m in zip(leaves, move) if m]
+    return (ClosedJaxpr(new_body, body.consts), ClosedJaxpr(new_cond, cond_j.consts),
+            moved_vals + list(body_consts), [x for x, k in zip(leaves, stay) if k],
+            [x if m else None for x, m in zip(leaves, move)])
 
 
 def _as_aval(x, aval):
