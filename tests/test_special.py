@@ -170,3 +170,71 @@ def test_deep_sweep(backend, dtype, x64):
     n = np.resize(N, x.shape).astype(dtype)
     got = minixla.jit(_unary, backend=backend)(x, n)
     _check(UNARY, got, _jax_unary(x, n), backend, dtype)
+
+
+# ---------------------------------------------------------------------------------------
+# minixla.random's gamma family and minixla.scipy.special.
+
+def test_random_gamma_family_is_jax_random_bit_for_bit():
+    """Eagerly (``random_gamma``'s eager implementation is JAX's; beta/dirichlet/chisquare/t are
+    minixla ops around it), with the keys split as JAX splits them; the gradient in ``a`` is
+    JAX's implicit reparameterization through ``random_gamma_grad``."""
+    import minixla.random as mr
+    key = jax.random.PRNGKey(3)
+    k = np.asarray(jax.random.key_data(key))
+    a = np.array([0.3, 1.0, 2.5, 7.0], np.float32)
+    b = np.array([1.5, 0.2, 3.0, 1.0], np.float32)
+    pairs = [(mr.gamma(k, a), jax.random.gamma(key, a)), (mr.beta(k, a, b), jax.random.beta(key, a, b))]
+    if os.environ.get("MINIXLA_DEEP_SPECIAL"):  # (each jax.random function is a compile of its own)
+        pairs += [(mr.loggamma(k, a, (2, 4)), jax.random.loggamma(key, a, (2, 4))),
+                  (mr.chisquare(k, b), jax.random.chisquare(key, b)), (mr.t(k, b, (4,)), jax.random.t(key, b, (4,)))]
+        # (dirichlet's softmax: minixla's runs op by op, JAX's jitted inside dirichlet: 1 ulp apart)
+        np.testing.assert_allclose(mr.dirichlet(k, a, (2,)), jax.random.dirichlet(key, a, (2,)), rtol=2.5e-7)
+    for got, want in pairs:
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+    got = minixla.grad(lambda a: minixla.numpy.sum(mr.gamma(k, a)))(a)
+    np.testing.assert_allclose(got, jax.grad(lambda a: jax.random.gamma(key, a).sum())(a), rtol=1e-6)
+    with pytest.raises(ValueError, match="must be a float dtype"):
+        mr.gamma(k, a, dtype=np.int32)
+
+
+def test_jax_program_with_gammaln_and_random_gamma_imports():
+    """A JAX program written with jax.scipy.special and jax.random.gamma, imported
+    (``frontend="jax"``) and compiled on the hand-off: ``jax.jit``'s bits."""
+    import jax.scipy.special as jss
+
+    def f(key, a):
+        g = jax.random.gamma(key, a)
+        return jss.gammaln(a) + jss.digamma(g) + jss.gammainc(a, g), jss.xlogy(a, g) - jss.i0e(g)
+    key, a = jax.random.PRNGKey(0), np.array([0.5, 1.5, 4.0, 9.0], np.float32)
+    got = minixla.jit(f, frontend="jax", backend="jax")(key, a)
+    for g, w in zip(got, jax.jit(f)(key, a)):
+        np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+
+
+def test_scipy_special_is_jax_scipy_special():
+    import jax.scipy.special as jss
+    from minixla.scipy import special as ms
+    x = np.array([0.5, 2.5, -1.5, 7.0, 0.0, -3.0, np.inf, np.nan], np.float32)
+    for name in ("gammaln", "digamma", "i0", "i0e", "i1", "i1e", "erf", "erfc", "expit", "entr", "logit", "erfinv"):
+        np.testing.assert_array_equal(getattr(ms, name)(x), getattr(jss, name)(x), err_msg=name)
+    for name in ("gammainc", "gammaincc", "xlogy", "xlog1py", "zeta"):
+        np.testing.assert_array_equal(getattr(ms, name)(x + 2, np.abs(x)), getattr(jss, name)(x + 2, np.abs(x)),
+                                      err_msg=name)
+    np.testing.assert_array_equal(ms.polygamma(np.arange(8) % 4, x), jss.polygamma(np.arange(8) % 4, x))
+    np.testing.assert_array_equal(ms.betainc(2.0, 3.0, x / 8), jss.betainc(2.0, 3.0, x / 8))
+    np.testing.assert_array_equal(ms.gammaln(3), jss.gammaln(3))  # (an int: the default float)
+    with pytest.raises(ValueError, match="must be of integer type"):
+        ms.polygamma(1.0, x)
+
+
+@pytest.mark.skipif(not os.environ.get("MINIXLA_DEEP_SPECIAL"), reason="slow compile: MINIXLA_DEEP_SPECIAL=1")
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_random_gamma_compiled(backend):
+    import minixla.random as mr
+    key = jax.random.PRNGKey(0)
+    a = np.array([0.3, 1.0, 2.5, 7.0, 0.05, 30.0], np.float32)
+    k = np.asarray(jax.random.key_data(key))
+    got = minixla.jit(lambda k, a: (mr.gamma(k, a), mr.loggamma(k, a)), backend=backend)(k, a)
+    np.testing.assert_array_equal(got[0], jax.random.gamma(key, a))
+    np.testing.assert_array_equal(got[1], jax.random.loggamma(key, a))

@@ -85,7 +85,6 @@ UNSUPPORTED = {
     **{p: "XLA's own random-bit generator (jax.random with impl='rbg'/'unsafe_rbg', or "
           "lax.rng_*): minixla imports jax.random's default threefry2x32 keys"
        for p in ("rng_bit_generator", "rng_uniform")},
-    "random_gamma": "no minixla primitive yet (jax.random.gamma/beta/dirichlet: a rejection-sampling loop)",
     **{p: "complex numbers: minixla has no complex dtypes" for p in ("complex", "conj", "real", "imag", "fft")},
     **{p: "tokens and effects: minixla programs are pure" for p in ("after_all", "create_token", "dce_sink")},
     **{p: "shape polymorphism: minixla shapes are static" for p in ("eq_to", "le_to", "lt_to")},
