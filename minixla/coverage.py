@@ -91,6 +91,11 @@ PRIMITIVE_OPCODES = {
                                     "floor", "fma", "get-tuple-element", "is-finite", "log",
                                     "log-plus-one", "multiply", "negate", "not", "or", "reduce",
                                     "remainder", "select", "sine", "subtract", "tuple", "while"],
+    # minixla.random's gamma sampler (issue 14): threefry keys, normals, uniforms in two while loops
+    "random_gamma": ["abs", "add", "and", "bitcast-convert", "compare", "concatenate", "divide", "fma",
+                     "get-tuple-element", "iota", "log", "log-plus-one", "maximum", "multiply", "negate",
+                     "or", "power", "reduce", "select", "shift-left", "shift-right-logical", "slice", "sqrt",
+                     "subtract", "tuple", "while", "xor"],
     "cond": ["conditional", "tuple", "get-tuple-element"], "while": ["while", "tuple", "get-tuple-element"],
     "scan": ["while", "tuple", "get-tuple-element", "dynamic-slice", "dynamic-update-slice", "compare",
              "add", "subtract"],

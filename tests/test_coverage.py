@@ -97,6 +97,9 @@ SAMPLES.update({"polygamma": (lambda x: lax.polygamma(np.float32(1), x), (f * 1.
                                                 (f * 1.5,))})
 SAMPLES.update({n: (lambda x, n=n: getattr(lax, n)(x, x + 0.5), (f * 1.5,))
                 for n in ("igamma", "igammac", "igamma_grad_a", "random_gamma_grad")})
+# (random_gamma: a key and alphas; its loops make the LLVM compile of this sample a few seconds)
+_KEY = np.array([0, 42], np.uint32)
+SAMPLES["random_gamma"] = (lambda x: minixla.random.gamma(_KEY, x), (f * 1.5,))
 # issue 17: a sharding constraint (over a mesh of shape only: no devices needed to lower it)
 SAMPLES["sharding_constraint"] = (lambda x: lax.with_sharding_constraint(
     lax.sin(x), jax.sharding.NamedSharding(jax.sharding.AbstractMesh((2,), ("x",)), jax.sharding.PartitionSpec("x"))),

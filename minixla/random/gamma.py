@@ -53,8 +53,14 @@ def _jax_gamma(log_space):
     return jax.jit(lambda k, a: jax_random_gamma_p.bind(jax.random.wrap_key_data(k), a, log_space=log_space))
 
 
-random_gamma_p = _std_prim("random_gamma", _random_gamma_rule,
-                           impl=lambda key, a, *, log_space: np.asarray(_jax_gamma(bool(log_space))(key, a)))
+def _impl(key, a, *, log_space):
+    if np.shape(key) == (2,):  # one key: jax.random's own jitted sampler (its compile is shared)
+        sample = jax.random.loggamma if log_space else jax.random.gamma
+        return np.asarray(sample(jax.random.wrap_key_data(key), a, dtype=np.asarray(a).dtype))
+    return np.asarray(_jax_gamma(bool(log_space))(key, a))
+
+
+random_gamma_p = _std_prim("random_gamma", _random_gamma_rule, impl=_impl)
 
 
 def _split(key, n):
