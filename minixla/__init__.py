@@ -16,11 +16,12 @@ from minixla.interpreters.custom_derivatives import custom_jvp, custom_vjp
 from minixla.interpreters.remat import checkpoint, remat, checkpoint_policies
 from minixla.sharding.api import device_put
 from minixla import nn, random  # (as `import jax` gives jax.nn and jax.random)
+from minixla import scipy  # (jax.scipy.special's functions the special primitives cover)
 
 __all__ = ["make_jaxpr", "jit", "config", "lax", "numpy", "errors", "ShapedArray", "Lowered", "Compiled",
            "jvp", "linearize", "vjp", "grad", "value_and_grad", "jacfwd", "jacrev", "hessian", "vmap",
            "eval_shape", "linear_transpose", "custom_jvp", "custom_vjp", "checkpoint", "remat",
-           "checkpoint_policies", "import_jaxpr", "device_put", "nn", "random"]
+           "checkpoint_policies", "import_jaxpr", "device_put", "nn", "random", "scipy"]
 
 
 # The objects alive once minixla is imported -- the modules, classes and functions of jax,

@@ -88,6 +88,18 @@ EXTRA_OK = {"constant", "parameter", "broadcast", "reshape", "tuple"}
 # issue 14: minixla.random's special functions
 SAMPLES.update({"erf_inv": (lambda x: lax.erf_inv(x * 0.25), (f,)), "fma": (lambda x: lax.fma(x, x, 1.0), (f,)),
                 "sort": (lambda x: lax.sort((-x, x), num_keys=1), (f,))})
+# issue 14: the special functions (arguments where each is finite and its loops are short)
+SAMPLES.update({n: (getattr(lax, n), (f * 1.5,)) for n in ("lgamma", "digamma", "bessel_i0e", "bessel_i1e")})
+# (polygamma in m and betainc in a, b are not differentiable, as in JAX: constants there)
+SAMPLES.update({"polygamma": (lambda x: lax.polygamma(np.float32(1), x), (f * 1.5,)),
+                "zeta": (lambda x: lax.zeta(x + 1.0, x), (f * 1.5,)),
+                "regularized_incomplete_beta": (lambda x: lax.betainc(np.float32(2), np.float32(3), x * 0.25),
+                                                (f * 1.5,))})
+SAMPLES.update({n: (lambda x, n=n: getattr(lax, n)(x, x + 0.5), (f * 1.5,))
+                for n in ("igamma", "igammac", "igamma_grad_a", "random_gamma_grad")})
+# (random_gamma: a key and alphas; its loops make the LLVM compile of this sample a few seconds)
+_KEY = np.array([0, 42], np.uint32)
+SAMPLES["random_gamma"] = (lambda x: minixla.random.gamma(_KEY, x), (f * 1.5,))
 # issue 17: a sharding constraint (over a mesh of shape only: no devices needed to lower it)
 SAMPLES["sharding_constraint"] = (lambda x: lax.with_sharding_constraint(
     lax.sin(x), jax.sharding.NamedSharding(jax.sharding.AbstractMesh((2,), ("x",)), jax.sharding.PartitionSpec("x"))),

@@ -262,9 +262,10 @@ def test_control_flow_imports_as_minixla_control_flow():
 # Errors.
 
 @pytest.mark.parametrize("prim, fn", [
-    ("random_gamma", lambda x: x + jax.random.gamma(jax.random.PRNGKey(0), 2.0, x.shape)),
-    ("lgamma", lambda x: lax.lgamma(x)),
-])
+    ("approx_top_k", lambda x: lax.approx_max_k(x, 2)[0]),
+    ("rng_bit_generator", lambda x: x + lax.rng_bit_generator(jax.random.key_data(jax.random.PRNGKey(0)).repeat(2),
+                                                               x.shape, dtype=np.uint32)[1]),
+])  # (lgamma and random_gamma import since issue 14: tests/test_special.py)
 def test_unsupported_primitive_names_it_and_the_line(prim, fn):
     with pytest.raises(UnsupportedJaxPrimitiveError) as info:
         minixla.jit(fn, frontend="jax")(np.ones(4, np.float32))

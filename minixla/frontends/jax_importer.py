@@ -85,13 +85,7 @@ UNSUPPORTED = {
     **{p: "XLA's own random-bit generator (jax.random with impl='rbg'/'unsafe_rbg', or "
           "lax.rng_*): minixla imports jax.random's default threefry2x32 keys"
        for p in ("rng_bit_generator", "rng_uniform")},
-    "random_gamma": "no minixla primitive yet (jax.random.gamma/beta/dirichlet: a rejection-sampling loop)",
     **{p: "complex numbers: minixla has no complex dtypes" for p in ("complex", "conj", "real", "imag", "fft")},
-    **{p: "no minixla primitive yet (JAX eager's values come from XLA's own expansion of it, which "
-          "a minixla composition would not match bit for bit)"
-       for p in ("lgamma",
-                 "digamma", "igamma", "igammac", "igamma_grad_a", "polygamma", "zeta", "bessel_i0e",
-                 "bessel_i1e", "regularized_incomplete_beta")},
     **{p: "tokens and effects: minixla programs are pure" for p in ("after_all", "create_token", "dce_sink")},
     **{p: "shape polymorphism: minixla shapes are static" for p in ("eq_to", "le_to", "lt_to")},
     "select_and_scatter": "the gradient of a window selection: compute it with minixla.grad instead",
@@ -504,7 +498,8 @@ def _elementwise(name, mx_name=None):
 
 _ELEMENTWISE = {
     "add", "sub", "mul", "div", "rem", "max", "min", "pow", "atan2", "and", "or", "xor", "shift_left",
-    "shift_right_logical", "shift_right_arithmetic", "eq", "ne", "lt", "le", "gt", "ge", "select_n", "clamp"}
+    "shift_right_logical", "shift_right_arithmetic", "eq", "ne", "lt", "le", "gt", "ge", "select_n", "clamp",
+    "polygamma", "zeta", "igamma", "igammac", "igamma_grad_a", "regularized_incomplete_beta"}
 _SAME_NAME = [
     # elementwise
     "neg", "abs", "sign", "floor", "ceil", "exp", "exp2", "expm1", "log", "log1p", "sqrt", "rsqrt",
@@ -524,6 +519,9 @@ _SAME_NAME = [
     # inverse trigonometric and hyperbolic functions (lowered to XLA's own decompositions),
     # the special functions minixla.random needs, sorting
     "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "erf_inv", "sort",
+    # the gamma, zeta, Bessel and incomplete beta family (issue 14)
+    "lgamma", "digamma", "bessel_i0e", "bessel_i1e", "polygamma", "zeta", "igamma", "igammac",
+    "igamma_grad_a", "regularized_incomplete_beta",
 ]
 for _name in _SAME_NAME:
     import_rules[_name] = _elementwise(_name) if _name in _ELEMENTWISE else _same(_name)

@@ -198,7 +198,15 @@ def _iota_2x32_shape(*, shape):
     return list(threefry.iota_2x32_shape(_norm(shape)))
 
 
+def random_gamma(keys, a, *, log_space):
+    """``jax.random.gamma``/``loggamma``'s primitive: minixla's ``random_gamma`` on the key data
+    (the same per-element keys and rejection loops, ``minixla.random.gamma``)."""
+    from minixla.random.gamma import random_gamma_p
+    return random_gamma_p.bind(_data(keys), a, log_space=bool(log_space))
+
+
 import_rules.update({
+    "random_gamma": random_gamma,
     "random_seed": random_seed, "random_split": random_split, "random_fold_in": random_fold_in,
     "random_bits": random_bits, "random_wrap": random_wrap, "random_unwrap": random_unwrap,
     "threefry2x32": _threefry2x32, "iota_2x32_shape": _iota_2x32_shape,

@@ -685,6 +685,33 @@ def _erf_inv(ctx, operands, in_avals, out_aval):
 lowering_rules[lax.erf_inv_p] = _erf_inv
 
 
+def _expanded(expand):
+    """Lower by tracing ``expand`` (minixla lax ops, ``minixla.lax.special_expansions``) on
+    operands broadcast to the result's shape and inlining its jaxpr, as JAX's
+    ``mlir.lower_fun``; float16/bfloat16 run it in float32, as XLA and JAX do."""
+    import functools
+
+    from minixla.core.tracing import trace_to_jaxpr
+
+    @functools.lru_cache(maxsize=64)  # (igamma's expansion holds lgamma, digamma, two loops)
+    def traced(dims, dtype, n):
+        return trace_to_jaxpr(lambda *xs: [expand(*xs)], [ShapedArray(dims, dtype)] * n)
+
+    def rule(ctx, operands, in_avals, out_aval, **params):
+        dims, dtype = tuple(out_aval.shape), np.dtype(out_aval.dtype)
+        wide = np.dtype(np.float32) if dtype.name in _NARROW else dtype
+        ops = [ctx.broadcast_to(o, dims) for o in operands]
+        if wide != dtype:
+            ops = [ctx.add("convert", Shape(wide, dims), [o]) for o in ops]
+        out, = inline_jaxpr(ctx, traced(dims, wide, len(ops)), ops)
+        return out if wide == dtype else ctx.add("convert", shape_of(out_aval), [out])
+    return rule
+
+
+for _name, _expand in lax.special_expansions.EXPANSIONS.items():
+    lowering_rules[getattr(lax.special, _name + "_p")] = _expanded(_expand)
+
+
 # ---------------------------------------------------------------------------------------
 # Sorting (issue 14). XLA's ``sort`` has one tuple-shaped result for several operands; minixla's
 # backends have no tuples, so each result is its own ``sort`` instruction of all the operands

@@ -723,3 +723,4 @@ transpose_rules[L.sort_p] = _sort_t
 
 from minixla.interpreters import control_flow_rules  # noqa: E402,F401 (cond, while, scan)
 from minixla.interpreters import ad_window_rules  # noqa: E402,F401 (pooling)
+from minixla.interpreters import special_rules  # noqa: E402,F401 (lgamma, igamma, ...: issue 14)

@@ -18,7 +18,9 @@ The families, each building on the ones before it:
 - ``contractions``: ``dot_general``, ``conv_general_dilated``
 - ``indexing``: ``dynamic_slice``, ``gather``/``scatter``, ``GatherScatterMode``
 - ``windows``: ``reduce_window`` (sum / max / min over sliding windows: pooling)
-- ``special``: ``erf_inv``, ``fma``, ``nextafter`` (what ``minixla.random`` needs)
+- ``special``: ``erf_inv``, ``fma``, ``nextafter`` (what ``minixla.random`` needs) and JAX's
+  gamma/zeta/Bessel/incomplete-beta family (``lgamma``, ``digamma``, ``igamma``, ``betainc``, ...),
+  lowered to their expansions in lax ops (``special_expansions``)
 - ``sorting``: ``sort`` (multi-operand, stable, ``num_keys``), ``sort_key_val``, ``top_k``
 - ``control_flow``: ``cond``, ``switch``, ``while_loop``, ``fori_loop``, ``scan``, ``map`` (sub-jaxprs)
 - ``composites``: what ``jax.lax`` builds from other primitives: ``associative_scan``,
@@ -32,6 +34,7 @@ from minixla.core import errors
 from minixla.lax import base, elementwise, structural  # noqa: I001 (in layer order)
 from minixla.lax import reductions, contractions, indexing
 from minixla.lax import windows, special, sorting, control_flow, composites, scans, sharding
+from minixla.lax import special_expansions  # noqa: F401 (what the special functions lower to)
 from minixla.lax.base import *  # noqa: F401,F403
 from minixla.lax.elementwise import *  # noqa: F401,F403
 from minixla.lax.elementwise import _convert_weak  # noqa: F401 (minixla.numpy's promotion)

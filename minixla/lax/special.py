@@ -1,5 +1,9 @@
-"""Special functions the samplers of ``minixla.random`` need: ``erf_inv`` (JAX's primitive of
-that name), ``fma`` and ``nextafter``.
+"""Special functions: ``erf_inv`` (JAX's primitive of that name), ``fma`` and ``nextafter``,
+which the samplers of ``minixla.random`` need, and JAX's gamma, zeta, Bessel and incomplete
+beta family (``lgamma``, ``digamma``, ``polygamma``, ``zeta``, ``igamma``, ``igammac``,
+``igamma_grad_a``, ``random_gamma_grad``, ``bessel_i0e``, ``bessel_i1e``, ``betainc``), each
+a primitive whose eager implementation is ``jax.lax``'s and whose lowering is the expansion
+JAX eager computes, written in minixla's lax ops (``minixla.lax.special_expansions``).
 
 ``erf_inv`` is a primitive, as in JAX: its eager implementation is ``jax.lax.erf_inv`` and its
 lowering is the polynomial XLA decomposes ``chlo.erf_inv`` into for float32 (Giles, "Approximating
@@ -92,3 +96,110 @@ def nextafter(x1, x2):
     out = _ew.select(_ew.eq(x1, x2), x2, out)
     nan = _ew.bitwise_or(_ew.ne(x1, x1), _ew.ne(x2, x2))
     return _ew.select(nan, _ew.add(x1, x2), out)
+
+
+# ---------------------------------------------------------------------------------------
+# The gamma, zeta, Bessel and incomplete beta family (issue 14). Shape rules as JAX's
+# ``standard_unop``/``standard_naryop`` over floats: one float dtype, equal shapes (or rank 0).
+
+def _nary_float_rule(name):
+    def rule(*avals):
+        dts = [a.dtype for a in avals]
+        if any(d != dts[0] for d in dts):
+            raise errors.DTypeError(f"{name} requires arguments to have the same dtypes, got "
+                                    + ", ".join(d.name for d in dts))
+        if not _is_float(dts[0]):
+            raise errors.DTypeError(f"{name} does not accept dtype {dts[0].name}. Accepted dtypes "
+                                    f"are subtypes of floating.")
+        return ShapedArray(_broadcast_shapes(*avals), dts[0], all(a.weak_type for a in avals))
+    return rule
+
+
+def _special_prim(name, jax_name=None):
+    return _std_prim(name, _nary_float_rule(name), impl=_jax_impl(jax_name or name))
+
+
+lgamma_p = _special_prim("lgamma")
+digamma_p = _special_prim("digamma")
+bessel_i0e_p = _special_prim("bessel_i0e")
+bessel_i1e_p = _special_prim("bessel_i1e")
+polygamma_p = _special_prim("polygamma")
+zeta_p = _special_prim("zeta")
+igamma_p = _special_prim("igamma")
+igammac_p = _special_prim("igammac")
+igamma_grad_a_p = _special_prim("igamma_grad_a")
+#: not a primitive in JAX (``jax.lax.random_gamma_grad`` is lax code); one here, with the same values
+random_gamma_grad_p = _special_prim("random_gamma_grad")
+regularized_incomplete_beta_p = _special_prim("regularized_incomplete_beta", "betainc")
+
+
+def _bind(prim, *args):
+    like = next((a for a in args if not isinstance(a, (bool, int, float))), None)
+    return prim.bind(*[_scalar_like(a, like) for a in args])
+
+
+def lgamma(x):
+    """``log |Gamma(x)|`` elementwise (``jax.lax.lgamma``): float arrays; ``+inf`` at the poles
+    (0 and the negative integers) and at ``+-inf``, NaN at NaN. XLA's Lanczos expansion."""
+    return _bind(lgamma_p, x)
+
+
+def digamma(x):
+    """``psi(x) = d/dx log Gamma(x)`` elementwise (``jax.lax.digamma``): float arrays; NaN at
+    the poles (0 and the negative integers)."""
+    return _bind(digamma_p, x)
+
+
+def polygamma(m, x):
+    """``psi^(m)(x)``, the m-th derivative of ``digamma`` (``jax.lax.polygamma``): ``m`` and ``x``
+    float arrays of one dtype; NaN where ``m`` is not a non-negative integer. Differentiable in
+    ``x`` only (in ``m``: ``ValueError``, as JAX)."""
+    return _bind(polygamma_p, m, x)
+
+
+def zeta(x, q):
+    """The Hurwitz zeta function ``sum_k (q + k)^-x`` (``jax.lax.zeta``): float arrays of one
+    dtype; ``+inf`` at ``x = 1``, NaN for ``x < 1``. Not differentiable (as JAX)."""
+    return _bind(zeta_p, x, q)
+
+
+def igamma(a, x):
+    """The regularized lower incomplete gamma function ``P(a, x)`` (``jax.lax.igamma``): float
+    arrays of one dtype; NaN for ``a < 0``, ``x < 0`` or ``a = x = 0``."""
+    return _bind(igamma_p, a, x)
+
+
+def igammac(a, x):
+    """The regularized upper incomplete gamma function ``Q(a, x) = 1 - P(a, x)``
+    (``jax.lax.igammac``)."""
+    return _bind(igammac_p, a, x)
+
+
+def igamma_grad_a(a, x):
+    """``d P(a, x) / da`` (``jax.lax.igamma_grad_a``): float arrays of one dtype; NaN for ``a <= 0``."""
+    return _bind(igamma_grad_a_p, a, x)
+
+
+def random_gamma_grad(a, x):
+    """The derivative of a ``Gamma(a, 1)`` sample ``x`` in ``a`` (``jax.lax.random_gamma_grad``,
+    implicit reparameterization: ``-(dP/da) / (dP/dx)``), what ``minixla.random.gamma``'s
+    gradient uses."""
+    return _bind(random_gamma_grad_p, a, x)
+
+
+def bessel_i0e(x):
+    """``exp(-|x|) I0(x)``, the exponentially scaled modified Bessel function of order 0
+    (``jax.lax.bessel_i0e``): float arrays; Cephes' Chebyshev series."""
+    return _bind(bessel_i0e_p, x)
+
+
+def bessel_i1e(x):
+    """``exp(-|x|) I1(x)`` (``jax.lax.bessel_i1e``): float arrays; odd in ``x``."""
+    return _bind(bessel_i1e_p, x)
+
+
+def betainc(a, b, x):
+    """The regularized incomplete beta function ``I_x(a, b)`` (``jax.lax.betainc``, primitive
+    ``regularized_incomplete_beta``): float arrays of one dtype; NaN outside ``0 <= x <= 1``
+    or for negative ``a``/``b``. Differentiable in ``x`` only (in ``a``/``b``: ``ValueError``)."""
+    return _bind(regularized_incomplete_beta_p, a, b, x)

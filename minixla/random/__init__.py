@@ -12,21 +12,24 @@ there a few percent of those values differ in the last bits).
   ``fold_in``, ``key_data``, ``wrap_key_data``, ``key_impl``
 - samplers: ``bits``, ``uniform``, ``normal``, ``truncated_normal``, ``bernoulli``,
   ``randint``, ``categorical``, ``gumbel``, ``permutation``, ``choice``, ``exponential``,
-  ``laplace``, ``logistic``, ``rademacher``
+  ``laplace``, ``logistic``, ``rademacher``; the gamma family (``minixla.random.gamma``):
+  ``gamma``, ``loggamma``, ``beta``, ``dirichlet``, ``chisquare``, ``t`` (Marsaglia-Tsang
+  rejection loops, the keys split as JAX splits them)
 
 Everything is built from ``minixla.lax`` ops (the hash is ``threefry.threefry2x32``), so it
 traces, lowers, fuses and differentiates like any other code.
 """
 from minixla.core import errors
-from minixla.random import keys, samplers, threefry  # noqa: F401
+from minixla.random import keys, samplers, threefry, gamma as _gamma_module  # noqa: F401
 from minixla.random.keys import (PRNGKey, PRNGKeyArray, fold_in, key, key_data, key_impl,  # noqa: F401
                                  split, wrap_key_data)
 from minixla.random.samplers import (bernoulli, bits, categorical, exponential, gumbel,  # noqa: F401
                                      laplace, logistic, normal, permutation, choice, rademacher, randint,
                                      truncated_normal, uniform)
 from minixla.random.threefry import threefry2x32, threefry_2x32  # noqa: F401
+from minixla.random.gamma import beta, chisquare, dirichlet, gamma, loggamma, t  # noqa: F401
 
 __all__ = ["PRNGKey", "PRNGKeyArray", "key", "split", "fold_in", "key_data", "wrap_key_data",
            "key_impl", "bits", "uniform", "normal", "truncated_normal", "bernoulli", "randint",
            "categorical", "gumbel", "permutation", "choice", "exponential", "laplace", "logistic", "rademacher",
-           "threefry2x32", "threefry_2x32"]
+           "gamma", "loggamma", "beta", "dirichlet", "chisquare", "t", "threefry2x32", "threefry_2x32"]
