@@ -42,7 +42,8 @@ minixla_llvm_features                           None         LLVM features on to
 minixla_fast_tanh                               False        float32 tanh as XLA's rational form (4.8 ulp,
                                                              about half the instructions) instead of
                                                              the exp-based one (1.3 ulp)
-minixla_verify                                  False        run the HLO verifier after every pass
+minixla_verify                                  False        run the HLO verifier after every pass that
+                                                             changed the module
 minixla_dump                                    None         directory to dump every stage to
 minixla_dump_pass_re                            None         regex of the passes after which HLO is dumped
 =============================================== ============ ==========================================
@@ -146,7 +147,8 @@ _OPTIONS = [
     Option("minixla_fast_tanh", False, _bool,
            "float32 tanh as a rational function (XLA's form: 4.8 ulp, ~2x cheaper) instead of the"
            " exp-based one (1.3 ulp); read at each compile", changes_code=True),
-    Option("minixla_verify", False, _bool, "run the HLO verifier after every pass", env_only=True),
+    Option("minixla_verify", False, _bool, "run the HLO verifier after every pass that changed the module",
+           env_only=True),
     Option("minixla_dump", None, _path, "directory the compile stages are dumped to", env_only=True),
     Option("minixla_dump_pass_re", None, _path, "regex of the passes after which HLO is dumped", env_only=True),
 ]

@@ -12,8 +12,8 @@ naming the computation, the instruction (as printed) and what is wrong:
   in ``shape_rules`` computes from its operands and attributes (XLA's ``ShapeInference``).
 
 An opcode with no row in ``shape_rules`` is an error: every op the compiler can produce must
-say what its result shape is. ``jit`` runs the verifier after every pass when
-``MINIXLA_VERIFY=1`` (the test suite sets it).
+say what its result shape is. ``jit`` runs the verifier after every pass that reports a
+change (and on the final module) when ``MINIXLA_VERIFY=1`` (the test suite sets it).
 """
 from __future__ import annotations
 
