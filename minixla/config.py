@@ -46,7 +46,8 @@ minixla_gemm_library_cache                      True         keep the GEMM libra
                                                              (``~/.cache/minixla/gemm-library``, or under the
                                                              compilation cache's directory): a process's first
                                                              dot loads it instead of compiling it (~0.5 s)
-minixla_verify                                  False        run the HLO verifier after every pass
+minixla_verify                                  False        run the HLO verifier after every pass that
+                                                             changed the module
 minixla_dump                                    None         directory to dump every stage to
 minixla_dump_pass_re                            None         regex of the passes after which HLO is dumped
 =============================================== ============ ==========================================
@@ -153,7 +154,8 @@ _OPTIONS = [
     Option("minixla_gemm_library_cache", True, _bool,
            "keep the GEMM library's machine code on disk across processes (loaded, not compiled,"
            " by a process's first dot); False: compile it in every process"),
-    Option("minixla_verify", False, _bool, "run the HLO verifier after every pass", env_only=True),
+    Option("minixla_verify", False, _bool, "run the HLO verifier after every pass that changed the module",
+           env_only=True),
     Option("minixla_dump", None, _path, "directory the compile stages are dumped to", env_only=True),
     Option("minixla_dump_pass_re", None, _path, "regex of the passes after which HLO is dumped", env_only=True),
 ]

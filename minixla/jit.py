@@ -127,7 +127,7 @@ def _gc_paused(fn):
 
 
 def verify_enabled() -> bool:
-    """``MINIXLA_VERIFY=1``: run the HLO verifier after every pass."""
+    """``MINIXLA_VERIFY=1``: run the HLO verifier after every pass that reports a change."""
     return os.environ.get("MINIXLA_VERIFY", "0") not in ("", "0", "false", "False")
 
 
@@ -181,11 +181,13 @@ class Lowered:
             _verify(module, "lowering")
 
         def after_pass(name, m):
-            if check:
+            if check and _pass_changed(pipeline, name):
                 _verify(m, name)
             dumper.after_pass(name, m)
         pipeline = optimization_pipeline(after_pass)
         pipeline.run(module)
+        if check and not (pipeline.log and pipeline.log[-1].changed):
+            _verify(module, "the last pass (or one that reported no change)")
         fusion = next(p for p in pipeline.passes if isinstance(p, FusionPass))
         # The persistent cache (minixla.cache) is keyed on the optimized module: a hit brings
         # the executable's own (identical) module and buffer plan, and no buffer assignment,
@@ -223,6 +225,21 @@ class Lowered:
         compiled.persistent_cache_hit = cache_hit
         compiled.jax_cache_hit = jax_hit
         return compiled
+
+
+def _pass_changed(pipeline, name: str) -> bool:
+    """Whether the pass ``name`` that just ran reported a change: the entry its pipeline logged
+    right before calling ``after_pass`` (True when not found). ``MINIXLA_VERIFY`` skips the
+    verifier after a pass that changed nothing (two in three passes of a typical compile: the
+    module is the one already verified), and verifies the result once more at the end."""
+    stack = [pipeline]
+    while stack:
+        p = stack.pop()
+        log = getattr(p, "log", None)
+        if isinstance(p, PassPipeline) and log and log[-1].name == name:
+            return log[-1].changed
+        stack += [getattr(q, "pass_", q) for q in getattr(p, "passes", ())]
+    return True
 
 
 def _verify(module, after: str):

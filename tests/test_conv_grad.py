@@ -47,11 +47,15 @@ def test_conv_vmap_matches_jax(name, mode):
 
     def f(L):
         return lambda x, w: L.conv_general_dilated(x, w, strides, padding, ld, rd, dn, feature_group_count=groups)
-    for axes in [(0, None), (None, 0), (0, 0), (len(lhs_shape), 1)]:
-        xs = [r.normal(size=(s[:a] + (2,) + s[a:]) if a is not None else s).astype(np.float32)
-              for s, a in zip((lhs_shape, rhs_shape), axes)]
-        want = as_np(jax.vmap(f(jax.lax), in_axes=axes)(*xs))
-        assert_tree_close(run(mode, minixla.vmap(f(lax), in_axes=axes), *xs), want, rtol=1e-4, atol=1e-4)
+    # the four in_axes in one program (one compile per mode, not four)
+    all_axes = [(0, None), (None, 0), (0, 0), (len(lhs_shape), 1)]
+    args = [r.normal(size=(s[:a] + (2,) + s[a:]) if a is not None else s).astype(np.float32)
+            for axes in all_axes for s, a in zip((lhs_shape, rhs_shape), axes)]
+    want = [as_np(jax.vmap(f(jax.lax), in_axes=axes)(*args[2 * k:2 * k + 2])) for k, axes in enumerate(all_axes)]
+
+    def ours(*args):
+        return [minixla.vmap(f(lax), in_axes=axes)(*args[2 * k:2 * k + 2]) for k, axes in enumerate(all_axes)]
+    assert_tree_close(run(mode, ours, *args), want, rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("mode", MODES)

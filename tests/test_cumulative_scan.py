@@ -43,19 +43,24 @@ def _bits(a):
 @pytest.mark.parametrize("dtype", [np.int32, np.float32, np.float16, np.bool_])
 @pytest.mark.parametrize("op", OPS)
 def test_cumulative_matches_jax(op, dtype, backend):
-    for shape, axis in CASES:
-        for reverse in (False, True):
-            x = _data(shape, dtype)
-            try:
-                want = getattr(jax.lax, op)(x, axis=axis, reverse=reverse)
-            except TypeError:  # JAX rejects bool cumsum/cumprod: so must we
-                with pytest.raises(TypeError):
-                    minixla.jit(lambda x: getattr(lax, op)(x, axis=axis, reverse=reverse), backend=backend)(x)
-                continue
-            got = minixla.jit(lambda x: getattr(lax, op)(x, axis=axis, reverse=reverse), backend=backend)(x)
-            got, want = np.asarray(got), np.asarray(want)
-            assert got.dtype == want.dtype and got.shape == want.shape, (op, shape, axis, reverse)
-            np.testing.assert_array_equal(_bits(got), _bits(want), err_msg=f"{op} {shape} {axis} {reverse}")
+    # every (shape, axis, reverse) case in one program, each on its own input (one compile per
+    # test instead of 20: each output is its own reduce-window and scan kernel all the same)
+    cases = [(shape, axis, reverse) for shape, axis in CASES for reverse in (False, True)]
+    xs = [_data(shape, dtype) for shape, _, _ in cases]
+    try:
+        want = [getattr(jax.lax, op)(x, axis=axis, reverse=reverse) for x, (_, axis, reverse) in zip(xs, cases)]
+    except TypeError:  # JAX rejects bool cumsum/cumprod: so must we
+        for x, (_, axis, reverse) in zip(xs, cases):
+            with pytest.raises(TypeError):
+                minixla.jit(lambda x: getattr(lax, op)(x, axis=axis, reverse=reverse), backend=backend)(x)
+        return
+    got = minixla.jit(lambda *xs: [getattr(lax, op)(x, axis=axis, reverse=reverse)
+                                   for x, (_, axis, reverse) in zip(xs, cases)], backend=backend)(*xs)
+    assert len(got) == len(cases)
+    for g, w, case in zip(got, want, cases):
+        g, w = np.asarray(g), np.asarray(w)
+        assert g.dtype == w.dtype and g.shape == w.shape, (op, *case)
+        np.testing.assert_array_equal(_bits(g), _bits(w), err_msg=f"{op} {case}")
 
 
 @pytest.mark.parametrize("dtype", [np.float32, ml_dtypes.bfloat16])
@@ -135,21 +140,23 @@ def test_scan_axis_recognizes_only_prefix_and_suffix_windows():
 
 
 def test_evaluator_scan_matches_window_by_window(monkeypatch):
+    # one module per dtype with every (op, axis, reverse) as an output, evaluated both ways
+    cases = [(op, axis, reverse) for op in OPS for axis in (0, 1) for reverse in (False, True)]
     for dtype in (np.float32, np.int32, np.float16):
-        for op in OPS:
-            x = _data((6, 5), dtype, seed=2)
-            x[0, 0] = -0.0 if dtype != np.int32 else 0
-            for axis in (0, 1):
-                for reverse in (False, True):
-                    fn = minixla.jit(lambda x: getattr(lax, op)(x, axis=axis, reverse=reverse))
-                    m = fn.lower(x).hlo_module
-                    new = EV.evaluate(m, x)
-                    monkeypatch.setattr(EV, "runs_as_scan", lambda i: False)
-                    old = EV.evaluate(m, x)
-                    monkeypatch.undo()
-                    np.testing.assert_array_equal(_bits(new), _bits(old))
-                    want = np.asarray(getattr(jax.lax, op)(x, axis=axis, reverse=reverse))
-                    np.testing.assert_array_equal(_bits(new), _bits(want))
+        x = _data((6, 5), dtype, seed=2)
+        x[0, 0] = -0.0 if dtype != np.int32 else 0
+        fn = minixla.jit(lambda x: [getattr(lax, op)(x, axis=axis, reverse=reverse) for op, axis, reverse in cases])
+        m = fn.lower(x).hlo_module
+        assert sum(i.opcode == "reduce-window" for i in m.entry.instructions) == len(cases)
+        new = EV.evaluate(m, x)
+        monkeypatch.setattr(EV, "runs_as_scan", lambda i: False)
+        old = EV.evaluate(m, x)
+        monkeypatch.undo()
+        assert len(new) == len(old) == len(cases)
+        for n, o, (op, axis, reverse) in zip(new, old, cases):
+            np.testing.assert_array_equal(_bits(n), _bits(o), err_msg=f"{dtype} {op} {axis} {reverse}")
+            want = np.asarray(getattr(jax.lax, op)(x, axis=axis, reverse=reverse))
+            np.testing.assert_array_equal(_bits(n), _bits(want), err_msg=f"{dtype} {op} {axis} {reverse}")
 
 
 def test_cumulative_gradients_follow_jaxs_associative_scan_at_ties_nan_and_inf():

@@ -8,10 +8,6 @@ indices count from the end, unsigned ones never do; integer-array indices are co
 after that (so a uint32 index >= 2**31 is out of range at the low end), and a scalar index of a
 rank-1 operand keeps its dtype (uint32 4e9 clamps to the last element).
 """
-import os
-import subprocess
-import sys
-import textwrap
 import warnings
 
 import jax
@@ -95,12 +91,12 @@ def test_scalar_uint32_index_clamps_to_the_end(backend):
 TAKE_MODES = (None, "fill", "clip", "wrap")
 
 
-@pytest.mark.parametrize("dtype", IDX_DTYPES)
-def test_take_modes(dtype):
-    idx = _indices(dtype)
-    f = lambda np_: lambda x, i: [np_.take(x, i, mode=m) for m in TAKE_MODES]  # noqa: E731
-    _check(f(mnp), f(jnp), X, idx)
-    g = lambda np_: lambda x: [np_.take(x, idx, mode=m) for m in TAKE_MODES]  # noqa: E731
+# (each test below puts every index dtype in one program: one compile per backend, not six)
+def test_take_modes():
+    f = lambda np_: lambda x, *idx: [np_.take(x, i, mode=m) for i in idx for m in TAKE_MODES]  # noqa: E731
+    _check(f(mnp), f(jnp), X, *[_indices(dt) for dt in IDX_DTYPES])
+    g = lambda np_: lambda x: [np_.take(x, _indices(dt), mode=m) for dt in IDX_DTYPES  # noqa: E731
+                               for m in TAKE_MODES]
     _check(g(mnp), g(jnp), X)  # static indices
 
 
@@ -145,10 +141,10 @@ def test_take_errors_as_jax():
 TAL_MODES = (None, "fill", "clip", "promise_in_bounds")
 
 
-@pytest.mark.parametrize("dtype", IDX_DTYPES)
-def test_take_along_axis_modes(dtype):
-    f = lambda np_: lambda x, i: [np_.take_along_axis(x, i, axis=0, mode=m) for m in TAL_MODES]  # noqa: E731
-    _check(f(mnp), f(jnp), X, _indices(dtype))
+def test_take_along_axis_modes():
+    f = lambda np_: lambda x, *idx: [np_.take_along_axis(x, i, axis=0, mode=m)  # noqa: E731
+                                     for i in idx for m in TAL_MODES]
+    _check(f(mnp), f(jnp), X, *[_indices(dt) for dt in IDX_DTYPES])
 
 
 def test_take_along_axis_shapes():
@@ -192,20 +188,20 @@ def test_int64_numpy_indices_as_jax_without_x64():
 
 # --- x[idx] and x.at[idx].get ------------------------------------------------------------------
 
-@pytest.mark.parametrize("dtype", IDX_DTYPES)
-def test_getitem_array_indices(dtype):
-    idx = _indices(dtype)
-    f = lambda x, x2, i: (x[i], x2[1:, i[:4]], x2[i[:3], i[3:6]], x2[i[:2], None, i[2:4]])  # noqa: E731
-    _check(f, f, X, X2, idx)
-    _check(lambda x: x[idx], lambda x: x[idx], X)  # static
+def test_getitem_array_indices():
+    f = lambda x, x2, *idx: [o for i in idx  # noqa: E731
+                             for o in (x[i], x2[1:, i[:4]], x2[i[:3], i[3:6]], x2[i[:2], None, i[2:4]])]
+    _check(f, f, X, X2, *[_indices(dt) for dt in IDX_DTYPES])
+    g = lambda x: [x[_indices(dt)] for dt in IDX_DTYPES]  # noqa: E731
+    _check(g, g, X)  # static
 
 
-@pytest.mark.parametrize("dtype", IDX_DTYPES)
-def test_getitem_scalar_indices(dtype):
+def test_getitem_scalar_indices():
     # rank 1: the index keeps its dtype; rank 2: converted to int32 first; a step-2 slice: a gather
-    f = lambda x, x2, i: (x[i], x2[i], x2[i, 1], x2[None, ::-1, i], x2[i, ::2], x[..., i])  # noqa: E731
-    _check_many(f, f, [(X, X2, _scalar(v, dtype)) for v in VALUES])
-    scalars = [_scalar(v, dtype) for v in (5, -6, 255, 2**32 - 1, 2**31)]
+    f = lambda x, x2, *idx: [o for i in idx  # noqa: E731
+                             for o in (x[i], x2[i], x2[i, 1], x2[None, ::-1, i], x2[i, ::2], x[..., i])]
+    _check_many(f, f, [(X, X2, *[_scalar(v, dt) for dt in IDX_DTYPES]) for v in VALUES])
+    scalars = [_scalar(v, dt) for dt in IDX_DTYPES for v in (5, -6, 255, 2**32 - 1, 2**31)]
     g = lambda x, x2: [(x[s], x2[s], x2[s, -9]) for s in scalars]  # noqa: E731
     _check(g, g, X, X2)  # static
 
@@ -260,30 +256,32 @@ GIDX = np.array([[0, 1], [2, 2], [2, 3], [-1, 0], [1, 4], [3, 0]])
 GMODES = (None, "clip", "fill", "promise_in_bounds", lax.GatherScatterMode.FILL_OR_DROP)
 
 
-@pytest.mark.parametrize("dtype", [np.int8, np.int32, np.uint8, np.uint32])
-def test_lax_gather_modes(dtype):
+GATHER_DTYPES = (np.int8, np.int32, np.uint8, np.uint32)
+
+
+def test_lax_gather_modes():
     def f(lax_):
-        def g(x, i, e):
+        def g(x, *ies):
             out = []
-            for m in GMODES:
-                m = getattr(m, "value", m) if lax_ is jax.lax else m
-                out += [lax_.gather(x, i, (GDN if lax_ is lax else JGDN), (1, 2), mode=m, fill_value=fv)
-                        for fv in (None, -1.5)]
-                out += [lax_.gather(x, e, (GDN if lax_ is lax else JGDN), (1, 2), mode=m)]  # no indices
+            for i, e in zip(ies[::2], ies[1::2]):
+                for m in GMODES:
+                    m = getattr(m, "value", m) if lax_ is jax.lax else m
+                    out += [lax_.gather(x, i, (GDN if lax_ is lax else JGDN), (1, 2), mode=m, fill_value=fv)
+                            for fv in (None, -1.5)]
+                    out += [lax_.gather(x, e, (GDN if lax_ is lax else JGDN), (1, 2), mode=m)]  # no indices
             return out
         return g
-    _check(f(lax), f(jax.lax), X2, GIDX.astype(dtype), np.zeros((0, 2), dtype))
+    _check(f(lax), f(jax.lax), X2, *[a for dt in GATHER_DTYPES for a in (GIDX.astype(dt), np.zeros((0, 2), dt))])
 
 
-@pytest.mark.parametrize("dtype", [np.int8, np.int32, np.uint32])
-def test_lax_scatter_modes(dtype):
+def test_lax_scatter_modes():
     def f(lax_):
         dn = SDN if lax_ is lax else JSDN
-        return lambda x, i, u: [getattr(lax_, name)(x, i, u, dn, mode=m)
-                                for name in ("scatter", "scatter_add", "scatter_mul", "scatter_min", "scatter_max")
-                                for m in (None, "clip", "drop", "promise_in_bounds")]
+        return lambda x, u, *idx: [getattr(lax_, name)(x, i, u, dn, mode=m) for i in idx
+                                   for name in ("scatter", "scatter_add", "scatter_mul", "scatter_min", "scatter_max")
+                                   for m in (None, "clip", "drop", "promise_in_bounds")]
     upd = (10 + np.arange(12, dtype=np.float32)).reshape(6, 2)
-    _check(f(lax), f(jax.lax), X2, GIDX.astype(dtype), upd)
+    _check(f(lax), f(jax.lax), X2, upd, *[GIDX.astype(dt) for dt in (np.int8, np.int32, np.uint32)])
 
 
 def test_mode_shows_in_the_jaxpr_and_fill_lowers_to_a_select():
@@ -295,24 +293,19 @@ def test_mode_shows_in_the_jaxpr_and_fill_lowers_to_a_select():
         lax.gather(X2, GIDX, GDN, (1, 2), mode="bogus")
 
 
-def test_uint64_indices_clamp_unsigned_with_x64():
+def test_uint64_indices_clamp_unsigned_with_x64(x64):
     """A uint64 start index >= 2**63 is large, not negative (the LLVM emitter compares unsigned)."""
-    code = textwrap.dedent("""
-        import numpy as np, jax, jax.numpy as jnp, minixla
-        from minixla import lax
-        x = np.arange(5.0)
+    # (in process under the x64 fixture: a subprocess cost a second jax import; the index is
+    # traced, so each program compiles once per backend for the three values)
+    x = np.arange(5.0)
+    for backend in ("llvm", "jax"):
+        get = minixla.jit(lambda x, i: x[i], backend=backend)
+        dslice = minixla.jit(lambda x, i: lax.dynamic_slice(x, [i], [2]), backend=backend)
+        dupdate = minixla.jit(lambda x, i: lax.dynamic_update_slice(x, np.ones(2), [i]), backend=backend)
+        take = minixla.jit(lambda x, i: mnp.take(x, i, mode="clip"), backend=backend)
         for v in (2**63, 2**64 - 1, 3):
             i = np.uint64(v)
-            for backend in ("llvm", "jax"):
-                assert minixla.jit(lambda x, i: x[i], backend=backend)(x, i) == jnp.asarray(x)[i]
-                got = minixla.jit(lambda x, i: lax.dynamic_slice(x, [i], [2]), backend=backend)(x, i)
-                np.testing.assert_array_equal(got, jax.lax.dynamic_slice(x, [i], [2]))
-                got = minixla.jit(lambda x, i: lax.dynamic_update_slice(x, np.ones(2), [i]), backend=backend)(x, i)
-                np.testing.assert_array_equal(got, jax.lax.dynamic_update_slice(x, np.ones(2), [i]))
-                got = minixla.jit(lambda x, i: minixla.numpy.take(x, i, mode="clip"), backend=backend)(x, np.array([i]))
-                np.testing.assert_array_equal(got, jnp.take(x, np.array([i]), mode="clip"))
-        print("ok")
-    """)
-    env = dict(os.environ, JAX_ENABLE_X64="1")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
-    assert r.returncode == 0 and "ok" in r.stdout, r.stderr[-3000:]
+            assert get(x, i) == jnp.asarray(x)[i]
+            np.testing.assert_array_equal(dslice(x, i), jax.lax.dynamic_slice(x, [i], [2]))
+            np.testing.assert_array_equal(dupdate(x, i), jax.lax.dynamic_update_slice(x, np.ones(2), [i]))
+            np.testing.assert_array_equal(take(x, np.array([i])), jnp.take(x, np.array([i]), mode="clip"))

@@ -125,3 +125,34 @@ def test_jit_verifies_after_every_pass(monkeypatch):
         minixla.jit(lambda a: a * 2.0).lower(np.ones(3, f32)).compile()
     monkeypatch.setenv("MINIXLA_VERIFY", "0")
     minixla.jit(lambda a: a * 3.0).lower(np.ones(3, f32)).compile()  # not verified: no error
+
+
+class _BreakShapesSilently(_BreakShapes):
+    """A buggy pass that also reports no change."""
+    name = "break-shapes-silently"
+
+    def run(self, module):
+        super().run(module)
+        return False
+
+
+def test_jit_skips_unchanged_passes_and_verifies_the_result(monkeypatch):
+    # the verifier runs after the lowering and after each pass that reported a change (a pass
+    # that changed nothing leaves the module already verified), then on the final module when
+    # the last pass reported no change: a pass that changes the module silently is still caught
+    calls = []
+    monkeypatch.setattr(jit_module, "verify", lambda m: calls.append(1) or verify(m))
+    monkeypatch.setenv("MINIXLA_VERIFY", "1")
+    c = minixla.jit(lambda a: a * 2.0 + 1.0).lower(np.ones(3, f32)).compile()
+    changed = [e for e in c.pass_log if e.changed and not e.name.split("/")[-1].startswith("fixed-point")]
+    final = 0 if c.pass_log[-1].changed else 1
+    assert len(calls) == 1 + len(changed) + final < len(c.pass_log)
+    original = jit_module.optimization_pipeline
+
+    def pipeline(after_pass=None):
+        p = original(after_pass)
+        p.passes.append(_BreakShapesSilently())
+        return p
+    monkeypatch.setattr(jit_module, "optimization_pipeline", pipeline)
+    with pytest.raises(HloVerifierError, match="after 'the last pass"):
+        minixla.jit(lambda a: a * 4.0).lower(np.ones(3, f32)).compile()

@@ -26,8 +26,21 @@ _XLA_DTYPE_NAMES = {
 }
 
 
+#: ``xla_dtype_name``'s answers by the object asked about (``np.dtype(...).name`` costs ~10 us:
+#: printing shapes in HLO text, cache keys and verifier messages asks it again and again).
+_XLA_DTYPE_NAME_MEMO: dict = {}
+
+
 def xla_dtype_name(dtype) -> str:
-    return _XLA_DTYPE_NAMES[np.dtype(dtype).name]
+    try:
+        return _XLA_DTYPE_NAME_MEMO[dtype]
+    except (KeyError, TypeError):  # (TypeError: an unhashable dtype-like)
+        name = _XLA_DTYPE_NAMES[np.dtype(dtype).name]
+    try:
+        _XLA_DTYPE_NAME_MEMO[dtype] = name
+    except TypeError:
+        pass
+    return name
 
 
 @dataclass(frozen=True)
