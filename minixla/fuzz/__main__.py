@@ -7,6 +7,9 @@ as ``minixla/fuzz/transforms.py`` describes, ``forward``: the plain compile of
 ``minixla/fuzz/rewrites.py``; ``--backends`` picks the backends there), appends every mismatch to ``--failures`` (one JSON object a line: the
 program's op list and the message) and prints a JSON summary: programs run, skipped, failed,
 seconds. ``--log`` keeps the program being run, for a crash that takes the process down.
+``--families`` (default: all) adds the linear-algebra, random and sorting ops of
+``minixla/fuzz/families.py`` to the draws (one op in ``--family-odds``); ``--families none``
+draws the programs the fuzzer drew before them (same seed, same program).
 """
 from __future__ import annotations
 
@@ -20,6 +23,7 @@ import time
 from hypothesis import HealthCheck, given, seed, settings, strategies as st
 
 from minixla.fuzz import programs as P
+from minixla.fuzz.families import FAMILIES
 from minixla.fuzz.transforms import GRAD_DTYPES, MAX_OPS, SPECIAL_RATE, fuzz_transform
 
 
@@ -52,7 +56,14 @@ def main(argv=None):
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--failures", default=None, help="append mismatches here (JSON lines)")
     ap.add_argument("--log", default=None, help="the program being run, for a post-mortem")
+    ap.add_argument("--families", default=",".join(FAMILIES),
+                    help="comma-separated op families to draw as well (minixla/fuzz/families.py: "
+                         f"{', '.join(FAMILIES)}; 'none' for the programs of the fuzzer before them)")
+    ap.add_argument("--family-odds", type=int, default=P.FAMILY_ODDS,
+                    help="one op in this many is a family op")
     args = ap.parse_args(argv)
+    P.FAMILIES = tuple(f for f in args.families.split(",") if f and f != "none")
+    P.FAMILY_ODDS = args.family_odds
     counts = collections.Counter()
     start = time.perf_counter()
     if args.mode == "rewrites":
