@@ -5,11 +5,14 @@ and the program written with ``jax.numpy``/``jax.random``/``jax.lax.linalg`` imp
 JAX front end -- against JAX eager under the fuzzer's contract (exact values bit for bit, the
 linear-algebra results within their condition-number tolerance).
 
-Each program here draws a family op at every step (``FAMILY_ODDS = 1``) and stays short: the
+Each program here draws a family op at every step (``FAMILY_ODDS = 1``, and in place of the
+transformation modes' own draw) and stays short: the
 linear-algebra kernels compile slowly. ``MINIXLA_FUZZ_FAMILY_EXAMPLES`` sets the programs per
-mode (default 1 in CI; the same every run unless ``MINIXLA_FUZZ_RANDOM=1``); the deep run is
-``python -m minixla.fuzz --mode forward|grad|jvp|vmap`` (families on by default). Every mismatch
-a run found is pinned in ``test_family_regressions`` against JAX's value.
+mode (default 2, the first hypothesis's simplest; the same every run unless
+``MINIXLA_FUZZ_RANDOM=1``); CI runs forward, the front end and vmap, ``MINIXLA_DEEP_FUZZ=1``
+adds grad/vjp and jvp; the deep run is
+``python -m minixla.fuzz --mode forward|frontend|grad|jvp|vmap`` (families on by default). Every mismatch
+a run finds is to be pinned next to the rule it broke, against JAX's value.
 """
 import os
 
@@ -21,22 +24,29 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 import minixla
 from minixla.fuzz import programs as P
-from minixla.fuzz.families import FAMILIES
+from minixla.fuzz import transforms as TR
+from minixla.fuzz.families import FAMILIES, draw_family_op
 from minixla.fuzz.transforms import GRAD_DTYPES, SPECIAL_RATE, fuzz_transform
 
 DERANDOMIZE = not os.environ.get("MINIXLA_FUZZ_RANDOM")
 #: (hypothesis runs its all-zero, simplest, example first: a scalar and one op, mostly skipped)
 N = int(os.environ.get("MINIXLA_FUZZ_FAMILY_EXAMPLES", "2"))
-MAX_OPS = 3
+MAX_OPS = 2
 LOG = os.environ.get("MINIXLA_FUZZ_LOG")
 #: matrices and stacks of them, so that most drawn ops are linear algebra
 MATRICES = st.sampled_from([(2, 2), (3, 3), (1, 1), (2, 3), (3, 2), (2, 2, 2), (0, 2, 2), (4,), (3, 0)])
 
 
+def _draw_family_op(draw, vals):
+    return draw_family_op(draw, vals, FAMILIES)
+
+
 @pytest.fixture(autouse=True)
 def families(monkeypatch):
+    # every op a family op, in the transformation modes too (their own op draw is replaced)
     monkeypatch.setattr(P, "FAMILIES", FAMILIES)
     monkeypatch.setattr(P, "FAMILY_ODDS", 1)
+    monkeypatch.setattr(TR, "draw_transform_op", _draw_family_op)
 
 
 def _fuzz(n):
@@ -60,7 +70,7 @@ def test_family_programs_forward_and_through_the_jax_front_end(prog, data):
     note = P.describe(inputs, program, outputs)
     try:
         P.run_program(inputs, program, outputs, vals)
-        for backend in ("llvm", "jax"):  # the same program as a JAX program, imported
+        for backend in ("llvm",):  # the same program as a JAX program, imported (the hand-off: deep runs)
             got = minixla.jit(lambda *xs: P.interpret(jnp, jax.lax, program, xs, outputs), frontend="jax",
                               backend=backend)(*inputs)
             for j, (g, o) in enumerate(zip(got, outputs)):
@@ -70,7 +80,13 @@ def test_family_programs_forward_and_through_the_jax_front_end(prog, data):
         raise AssertionError(f"{note}\n{type(e).__name__}: {e}") from e
 
 
-@pytest.mark.parametrize("mode", ["grad", "jvp", "vmap"])
+#: the suite's budget: CI runs forward (+ the front end) and vmap; grad and jvp (each compiles a
+#: program about twice as long, ~5 s of CPU here) with MINIXLA_DEEP_FUZZ=1 or a count set
+DEEP = bool(os.environ.get("MINIXLA_DEEP_FUZZ") or os.environ.get("MINIXLA_FUZZ_FAMILY_EXAMPLES"))
+
+
+@pytest.mark.parametrize("mode", ["vmap"] + [pytest.param(m, marks=pytest.mark.skipif(
+    not DEEP, reason="MINIXLA_DEEP_FUZZ=1 runs the family programs under grad and jvp")) for m in ("grad", "jvp")])
 def test_family_programs_transformed(mode):
     strategy = (P.programs(dtypes=GRAD_DTYPES, max_ops=MAX_OPS, special_rate=SPECIAL_RATE,
                            shape_strategy=MATRICES) if mode != "vmap"
@@ -79,5 +95,5 @@ def test_family_programs_transformed(mode):
     @_fuzz(N)
     @given(strategy, st.data())
     def run(prog, data):
-        print(fuzz_transform(mode, prog, data, LOG))
+        fuzz_transform(mode, prog, data, LOG)
     run()
