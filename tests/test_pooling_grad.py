@@ -70,17 +70,16 @@ def test_pooling_ties_nan_and_padding_select_xla_s_element():
     x = np.array([np.nan, 1.0, -np.inf, np.nan, 0.0, -0.0, 2.0, np.nan, -np.inf, -np.inf, np.inf, np.nan],
                  np.float32)
     ct = np.arange(1, 14, dtype=np.float32)
-    for chooser in ("max", "min"):
+    for chooser, window, stride in [("max", 2, 1), ("min", 3, 2)]:
         ours, theirs, init = CHOOSERS[chooser]
         y = x if chooser == "max" else -x
-        for window, stride in [(2, 1), (3, 2)]:
-            def f(lax, comp):
-                return lambda v: lax.reduce_window(v, init, comp, (window,), (stride,), ((1, 1),))
-            n = f(jax.lax, theirs)(y).shape[0]
-            want = jax.grad(lambda v: (f(jax.lax, theirs)(v) * ct[:n]).sum())(y)
-            for backend in ("llvm", "jax"):
-                got = minixla.jit(minixla.grad(lambda v: (f(ml, ours)(v) * ct[:n]).sum()), backend=backend)(y)
-                np.testing.assert_array_equal(got, want, err_msg=f"{chooser} {window}/{stride} [{backend}]")
+        def f(lax, comp):
+            return lambda v: lax.reduce_window(v, init, comp, (window,), (stride,), ((1, 1),))
+        n = f(jax.lax, theirs)(y).shape[0]
+        want = jax.grad(lambda v: (f(jax.lax, theirs)(v) * ct[:n]).sum())(y)
+        for backend in ("llvm", "jax"):
+            got = minixla.jit(minixla.grad(lambda v: (f(ml, ours)(v) * ct[:n]).sum()), backend=backend)(y)
+            np.testing.assert_array_equal(got, want, err_msg=f"{chooser} {window}/{stride} [{backend}]")
     # jax.jvp agrees wherever a window is not all -inf and no NaN is followed by padding only
     z = x[1:7]
     t = np.arange(1, 7, dtype=np.float32)
