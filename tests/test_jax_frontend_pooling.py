@@ -172,3 +172,29 @@ def test_unsupported_reduce_window_body_is_clear():
     with pytest.raises(NotImplementedError, match="reduce_window.*traced init") as info:
         minixla.jit(f, frontend="jax")(np.ones(4, np.float32), np.float32(1))
     assert "test_jax_frontend_pooling.py" in str(info.value)
+
+
+def _corner_pool_derivatives(x, t, ct):
+    pools = [lambda v: jax.lax.reduce_window(v, -jnp.inf, jax.lax.max, (2,), (1,), ((1, 1),)),
+             lambda v: jax.lax.reduce_window(v, jnp.inf, jax.lax.min, (3,), (2,), ((1, 1),))]
+    outs = []
+    for pool, y in zip(pools, (x, -x)):
+        outs.append(jax.jvp(pool, (y,), (t,))[1])
+        outs.append(jax.grad(lambda v: (pool(v) * ct[:pool(v).shape[0]]).sum())(y))
+    return outs
+
+
+def test_pooling_derivative_corners_through_the_front_end():
+    # XLA's select_and_gather_add folds from the init over the operand's own elements (a NaN
+    # before padding keeps its tangent, a window of -inf only gives 0); its SelectAndScatter
+    # starts from the first tap, padding a candidate ([NaN, pad]: the cotangent is dropped,
+    # [-inf, -inf]: the first gets it). The import used one selection for both.
+    x = np.array([np.nan, 1.0, -np.inf, -np.inf, np.nan, 0.0, -0.0, 2.0, np.inf, np.nan], np.float32)
+    t = np.arange(1, 11, dtype=np.float32)
+    ct = np.arange(1, 12, dtype=np.float32)
+    with jax.disable_jit():
+        want = _corner_pool_derivatives(x, t, ct)
+    for backend in BACKENDS:
+        got = minixla.jit(_corner_pool_derivatives, frontend="jax", backend=backend)(x, t, ct)
+        for k, (g, w) in enumerate(zip(got, want)):
+            np.testing.assert_array_equal(g, w, err_msg=f"{backend} {k}")

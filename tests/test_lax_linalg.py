@@ -204,3 +204,17 @@ def test_errors_as_jax():
             getattr(jla, fn.__name__)(*args)
     with pytest.raises(errors.UnsupportedError, match="pivoting"):
         la.qr(np.eye(2, dtype=np.float32), pivoting=True)
+
+
+def test_an_empty_batch_of_matrices():
+    # found by the fuzzer's linear-algebra family: a zero-sized batch dim made take_along_axis
+    # (solve's pivoting, inv) build a gather whose slices could not fit, and eigh/svd reduce their
+    # convergence test over no matrices (max of an empty array)
+    def f(L, np_, a, r):
+        return (np_.linalg.solve(a, a), np_.linalg.inv(a), L.eigh(a)[0], L.eigh(a)[1], L.svd(r)[0],
+                L.svd(r)[1], L.svd(r, full_matrices=False)[2], np_.take_along_axis(r, np_.zeros((0, 4, 2), np.int32), 1))
+    a, r = np.zeros((0, 2, 2), np.float32), np.zeros((0, 3, 2), np.float32)
+    want = f(jla, jnp, a, r)
+    for backend in ("llvm", "jax"):
+        got = minixla.jit(lambda a, r: f(la, mnp, a, r), backend=backend)(a, r)
+        assert [(g.shape, g.dtype) for g in got] == [(w.shape, w.dtype) for w in want], backend

@@ -60,3 +60,29 @@ def test_max_min_pooling_from_another_init_value():
             got = minixla.jit(lambda v: ml.reduce_window(v, init, ours, (1, 2, 2, 1), (1, 2, 2, 1), "SAME"))(x)
             np.testing.assert_array_equal(got, jax.lax.reduce_window(x, init, theirs, (1, 2, 2, 1),
                                                                      (1, 2, 2, 1), "SAME"))
+
+
+def test_pooling_ties_nan_and_padding_select_xla_s_element():
+    # XLA's SelectAndScatter rule (select ge for max, le for min): the first tap is selected and a
+    # later one replaces it unless `selected >= tap`, so a NaN gives way to the next tap and a
+    # padding tap (holding -inf) is a candidate: in [NaN, pad] and [pad, -inf] the cotangent is
+    # dropped. minixla kept a NaN and credited a real -inf over the padding before it.
+    x = np.array([np.nan, 1.0, -np.inf, np.nan, 0.0, -0.0, 2.0, np.nan, -np.inf, -np.inf, np.inf, np.nan],
+                 np.float32)
+    ct = np.arange(1, 14, dtype=np.float32)
+    for chooser, window, stride in [("max", 2, 1), ("min", 3, 2)]:
+        ours, theirs, init = CHOOSERS[chooser]
+        y = x if chooser == "max" else -x
+        def f(lax, comp):
+            return lambda v: lax.reduce_window(v, init, comp, (window,), (stride,), ((1, 1),))
+        n = f(jax.lax, theirs)(y).shape[0]
+        want = jax.grad(lambda v: (f(jax.lax, theirs)(v) * ct[:n]).sum())(y)
+        for backend in ("llvm", "jax"):
+            got = minixla.jit(minixla.grad(lambda v: (f(ml, ours)(v) * ct[:n]).sum()), backend=backend)(y)
+            np.testing.assert_array_equal(got, want, err_msg=f"{chooser} {window}/{stride} [{backend}]")
+    # jax.jvp agrees wherever a window is not all -inf and no NaN is followed by padding only
+    z = x[1:7]
+    t = np.arange(1, 7, dtype=np.float32)
+    g = lambda lax, comp: lambda v: lax.reduce_window(v, -np.inf, comp, (2,), (1,), ((1, 1),))  # noqa: E731
+    np.testing.assert_array_equal(minixla.jit(lambda v, s: minixla.jvp(g(ml, ml.max), (v,), (s,))[1])(z, t),
+                                  jax.jvp(g(jax.lax, jax.lax.max), (z,), (t,))[1])

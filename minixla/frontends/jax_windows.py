@@ -8,8 +8,10 @@ for max, ``le`` for min). ``jax.grad`` of it binds its transpose,
 selected. minixla has no such primitives: the import builds JAX's selection from the window's
 taps (strided slices of the padded operand, as minixla's own derivative of
 ``reduce_window_max``/``min`` does, ``interpreters/ad_window_rules.py``) and a running select
-in JAX's order and tie rule, and the scatter as minixla's ``vjp`` of that (it is linear in the
-tangents): pad/slice/select on every backend.
+in XLA's order and tie rule -- the gather from the init value over the operand's own elements,
+the scatter with XLA's ``SelectAndScatter`` selection, padding a candidate (the two differ for a
+window of identities only and a NaN before padding) -- the scatter as minixla's ``vjp`` of its
+selection (linear in the tangents): pad/slice/select on every backend.
 
 ``reduce`` and ``reduce_window`` carry their reduction as a jaxpr (``jax.lax.reduce`` with a
 Python function). A body that is one monoid -- ``add``, ``mul``, ``max``, ``min``, ``and``,
@@ -46,21 +48,46 @@ def _select(name, select_prim):
 def _gather_selected(tangents, operand, select_prim, params, name="select_and_gather_add"):
     """JAX's rule (its lowering: a reduce-window over ``(value, tangent)`` pairs whose reducer
     keeps the accumulated pair when ``select_prim(acc, x)``, from ``(init, 0)``, in row-major
-    window order): ties keep the first; a NaN is taken, then replaced by the next element."""
+    window order; XLA:CPU folds only the operand's own elements, never padding or dilation
+    holes): ties keep the first; a NaN is taken, then replaced by the next element; a window of
+    identities only (all -inf for max) keeps the init's 0."""
+    cmp, init, fill, dtype = _fill(name, select_prim, operand)
+    xs = _taps(operand, fill, **params)
+    ts = _taps(tangents, 0, **params)
+    inside = _taps(lax.full(tuple(get_aval(operand).shape), 1, np.int8), 0, **params)
+    out_shape = tuple(get_aval(xs[0]).shape) if xs else ()
+    acc_x = lax.full(out_shape, fill, dtype)
+    acc_t = lax.full(out_shape, 0, get_aval(tangents).dtype)
+    for xk, tk, ik in zip(xs, ts, inside):
+        keep = lax.bitwise_or(cmp(acc_x, xk), lax.eq(ik, lax.full(out_shape, 0, np.int8)))
+        acc_x = lax.select(keep, acc_x, xk)
+        acc_t = lax.select(keep, acc_t, tk)
+    return acc_t
+
+
+def _scatter_selected(tangents, operand, select_prim, params, name="select_and_scatter_add"):
+    """XLA's ``SelectAndScatter`` selection, as a gather of ``tangents`` (its transpose is the
+    scatter): the first tap of the window padded with the identity is selected, a later one
+    replaces it unless ``select_prim(selected, tap)`` -- padding is a candidate, so in
+    ``[NaN, padding]`` the cotangent is dropped and in ``[-inf, -inf]`` the first gets it
+    (``interpreters/ad_window_rules.py``, minixla's own derivative, selects the same way)."""
+    cmp, init, fill, dtype = _fill(name, select_prim, operand)
+    xs = _taps(operand, fill, **params)
+    ts = _taps(tangents, 0, **params)
+    best_x, best_t = xs[0], ts[0]
+    for xk, tk in zip(xs[1:], ts[1:]):
+        take = lax.bitwise_not(cmp(best_x, xk))
+        best_x = lax.select(take, xk, best_x)
+        best_t = lax.select(take, tk, best_t)
+    return best_t
+
+
+def _fill(name, select_prim, operand):
     cmp, init = _select(name, select_prim)
     dtype = get_aval(operand).dtype
     fill = init if dtype.kind == "f" or dtype.name == "bfloat16" else (
         np.iinfo(dtype).min if init < 0 else np.iinfo(dtype).max)
-    xs = _taps(operand, fill, **params)
-    ts = _taps(tangents, 0, **params)
-    out_shape = tuple(get_aval(xs[0]).shape) if xs else ()
-    acc_x = lax.full(out_shape, fill, dtype)
-    acc_t = lax.full(out_shape, 0, get_aval(tangents).dtype)
-    for xk, tk in zip(xs, ts):
-        keep = cmp(acc_x, xk)
-        acc_x = lax.select(keep, acc_x, xk)
-        acc_t = lax.select(keep, acc_t, tk)
-    return acc_t
+    return cmp, init, fill, dtype
 
 
 def _window_params(window_dimensions, window_strides, padding, base_dilation=None, window_dilation=None):
@@ -78,13 +105,12 @@ def _select_and_gather_add(tangents, operand, *, select_prim, window_dimensions,
 
 def _select_and_scatter_add(source, operand, *, select_prim, window_dimensions, window_strides,
                             padding):
-    """The transpose of ``_gather_selected`` in its tangents (it is linear in them): minixla's
+    """The transpose of ``_scatter_selected`` in its tangents (it is linear in them): minixla's
     ``vjp`` turns its slices into pads and its selects into selects of the cotangent."""
     from minixla.interpreters.api import vjp
     params = _window_params(window_dimensions, window_strides, padding)
     zeros = lax.full(tuple(get_aval(operand).shape), 0, get_aval(source).dtype)
-    _, pullback = vjp(lambda t: _gather_selected(t, operand, select_prim, params,
-                                                 "select_and_scatter_add"), zeros)
+    _, pullback = vjp(lambda t: _scatter_selected(t, operand, select_prim, params), zeros)
     return pullback(source)[0]
 
 

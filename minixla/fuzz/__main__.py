@@ -4,9 +4,14 @@ Unlike the pytest entry points (``tests/test_fuzz*.py``: stop at the first misma
 it), this draws ``--examples`` programs, runs each through the mode (``grad``, ``jvp``, ``vmap``
 as ``minixla/fuzz/transforms.py`` describes, ``forward``: the plain compile of
 ``tests/test_fuzz.py``, or ``rewrites``: the compositions XLA's whole-program optimizer rewrites,
-``minixla/fuzz/rewrites.py``; ``--backends`` picks the backends there), appends every mismatch to ``--failures`` (one JSON object a line: the
+``minixla/fuzz/rewrites.py``; ``--backends`` picks the backends there; ``frontend``: the forward
+programs written with ``jax.numpy``/``jax.lax``/``jax.random`` and imported by the JAX front end,
+as ``tests/test_jax_frontend_fuzz.py``), appends every mismatch to ``--failures`` (one JSON object a line: the
 program's op list and the message) and prints a JSON summary: programs run, skipped, failed,
 seconds. ``--log`` keeps the program being run, for a crash that takes the process down.
+``--families`` (default: all) adds the linear-algebra, random and sorting ops of
+``minixla/fuzz/families.py`` to the draws (one op in ``--family-odds``); ``--families none``
+draws the programs the fuzzer drew before them (same seed, same program).
 """
 from __future__ import annotations
 
@@ -20,10 +25,11 @@ import time
 from hypothesis import HealthCheck, given, seed, settings, strategies as st
 
 from minixla.fuzz import programs as P
+from minixla.fuzz.families import FAMILIES
 from minixla.fuzz.transforms import GRAD_DTYPES, MAX_OPS, SPECIAL_RATE, fuzz_transform
 
 
-def _forward(prog, data):
+def _forward(prog, data, frontend="minixla"):
     inputs, n_ops, _ = prog
     program, vals = P.build(data.draw, inputs, n_ops)
     if not program:
@@ -31,9 +37,20 @@ def _forward(prog, data):
     n = len(vals)
     outputs = sorted({n - 1} | set(data.draw(st.lists(st.integers(len(inputs), n - 1), max_size=2))))
     try:
-        P.run_program(inputs, program, outputs, vals)
+        if frontend == "jax":  # the program written with jax.numpy & co., imported by the JAX front end
+            import jax
+            import jax.numpy as jnp
+            import minixla
+            for backend in ("llvm", "jax"):
+                got = minixla.jit(lambda *xs: P.interpret(jnp, jax.lax, program, xs, outputs), frontend="jax",
+                                  backend=backend)(*inputs)
+                for j, (g, o) in enumerate(zip(got, outputs)):
+                    P.compare_value(f"[{backend}] output {j} (value {o})", g, vals[o].ref, vals[o], backend)
+        else:
+            P.run_program(inputs, program, outputs, vals)
     except Exception as e:
-        raise AssertionError(f"forward of {P.describe(inputs, program, outputs)}\n{type(e).__name__}: {e}") from e
+        raise AssertionError(f"{'frontend' if frontend == 'jax' else 'forward'} of "
+                             f"{P.describe(inputs, program, outputs)}\n{type(e).__name__}: {e}") from e
     return "forward"
 
 
@@ -46,13 +63,20 @@ def _programs(counts, mode):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--mode", choices=["grad", "jvp", "vmap", "forward", "rewrites"], required=True)
+    ap.add_argument("--mode", choices=["grad", "jvp", "vmap", "forward", "frontend", "rewrites"], required=True)
     ap.add_argument("--backends", default="jax,llvm", help="rewrites mode: comma-separated backends")
     ap.add_argument("--examples", type=int, default=100)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--failures", default=None, help="append mismatches here (JSON lines)")
     ap.add_argument("--log", default=None, help="the program being run, for a post-mortem")
+    ap.add_argument("--families", default=",".join(FAMILIES),
+                    help="comma-separated op families to draw as well (minixla/fuzz/families.py: "
+                         f"{', '.join(FAMILIES)}; 'none' for the programs of the fuzzer before them)")
+    ap.add_argument("--family-odds", type=int, default=P.FAMILY_ODDS,
+                    help="one op in this many is a family op")
     args = ap.parse_args(argv)
+    P.FAMILIES = tuple(f for f in args.families.split(",") if f and f != "none")
+    P.FAMILY_ODDS = args.family_odds
     counts = collections.Counter()
     start = time.perf_counter()
     if args.mode == "rewrites":
@@ -76,8 +100,8 @@ def main(argv=None):
                 except AssertionError:
                     counts[f"failed {prog.kind} {prog.name}"] += 1
                     raise
-            elif args.mode == "forward":
-                counts[_forward(prog, data)] += 1
+            elif args.mode in ("forward", "frontend"):
+                counts[_forward(prog, data, "jax" if args.mode == "frontend" else "minixla")] += 1
             else:
                 counts[fuzz_transform(args.mode, prog, data, args.log)] += 1
         except Exception as e:  # record it and keep going: a deep run reports every class

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 import minixla
 import minixla.numpy as mnp
 from minixla import lax as mlax
-from minixla.fuzz import loops
+from minixla.fuzz import families, loops
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 DTYPES = [np.dtype(d) for d in (np.float32, np.float32, np.int32, np.int8, np.uint8, np.bool_, np.float16)] + [BF16]
@@ -57,6 +57,8 @@ def apply(np_, lax_, op, args, p):
     """Run one op spec with ``np_`` (jax.numpy or minixla.numpy) and ``lax_``."""
     if op in loops.OPS:
         return loops.OPS[op](np_, lax_, args, p)
+    if op in families.OPS:
+        return families.OPS[op](np_, lax_, args, p)
     if op in EXTRA_OPS:
         return EXTRA_OPS[op](np_, lax_, args, p)
     if op in UNARY_EXACT or op in UNARY_INEXACT:
@@ -159,13 +161,29 @@ shapes = st.lists(st.sampled_from([0, 1, 1, 2, 3, 5]), min_size=0, max_size=3).m
 # The program generator.
 
 class Value:
-    def __init__(self, ref, exact, nice):
-        self.ref, self.exact, self.nice = ref, exact, nice
+    """A program value: its JAX eager ``ref``, whether it is ``exact`` and ``nice``, and ``tol``:
+    None, or ``(rtol, floor, derivative_rtol)`` of a result whose error bound comes from a
+    condition number (``families.py``): compared within ``rtol * (|want| + max(max|want|,
+    floor))``, its derivatives within ``derivative_rtol`` (relative to the largest)."""
+    def __init__(self, ref, exact, nice, tol=None):
+        self.ref, self.exact, self.nice, self.tol = ref, exact, nice, tol
         self.shape, self.dtype = tuple(ref.shape), np.dtype(ref.dtype)
+
+
+#: the op families (``families.FAMILIES``) ``draw_op`` also draws, one op in ``FAMILY_ODDS``;
+#: empty (no extra draw at all: each seed keeps the program it had before the families) unless a
+#: caller sets it (``python -m minixla.fuzz --families``, ``tests/test_fuzz_families.py``)
+FAMILIES: tuple = ()
+FAMILY_ODDS = 5
+#: the ops that may read a value carrying a ``tol`` (they move its entries; the result keeps it)
+TOL_SAFE = {"transpose", "flip", "reshape", "getitem", "lax_rev", "expand_dims", "broadcast", "concatenate",
+            "pad", "lax_pad", "lax_dynamic_slice", "negative", "where", "lax_select_n"}
 
 
 def draw_op(draw, vals):
     """One op spec over existing values (may be invalid: the caller then skips it)."""
+    if FAMILIES and draw(st.integers(0, FAMILY_ODDS - 1)) == 0:
+        return families.draw_family_op(draw, vals, FAMILIES)
     k = draw(st.integers(0, len(vals) - 1))
     x = vals[k]
     kind = draw(st.sampled_from(
@@ -281,6 +299,8 @@ def classify(op, p, args):
     """(exact, nice) of an op's result from its arguments' flags; None if the op may not read them."""
     if op in loops.OPS:
         return loops.classify_loop(op, p, args)
+    if op in families.OPS:
+        return families.classify(op, p, args)
     exact = all(a.exact for a in args)
     nice = all(a.nice for a in args)
     floats = any(_is_float(a.dtype) for a in args)
@@ -318,15 +338,17 @@ def classify(op, p, args):
 
 
 @st.composite
-def programs(draw, dtypes=DTYPES, max_ops=30, special_rate=0.15):
-    """(inputs, number of ops, a Random): 1-3 inputs of random shapes (often one shared shape)
-    and dtypes drawn from ``dtypes``, and up to ``max_ops`` ops for ``build`` to grow."""
+def programs(draw, dtypes=DTYPES, max_ops=30, special_rate=0.15, shape_strategy=None):
+    """(inputs, number of ops, a Random): 1-3 inputs of random shapes (often one shared shape;
+    drawn by ``shape_strategy``, default ``shapes``) and dtypes drawn from ``dtypes``, and up to
+    ``max_ops`` ops for ``build`` to grow."""
+    shapes_ = shapes if shape_strategy is None else shape_strategy
     n_in = draw(st.integers(1, 3))
-    base = draw(shapes)
+    base = draw(shapes_)
     rng = np.random.default_rng(draw(st.integers(0, 2 ** 32 - 1)))
     inputs = []
     for _ in range(n_in):
-        shape = base if draw(st.booleans()) else draw(shapes)
+        shape = base if draw(st.booleans()) else draw(shapes_)
         inputs.append(make_input(rng, shape, draw(st.sampled_from(dtypes)), special_rate))
     return inputs, draw(st.integers(1, max_ops)), draw(st.randoms(use_true_random=False))
 
@@ -347,9 +369,14 @@ def build(draw_data, inputs, n_ops, classify_op=None, draw_op_fn=None):
         if spec is None:
             continue
         op, ids, p = spec
+        tols = [vals[i].tol for i in ids if vals[i].tol]
+        if tols and op not in TOL_SAFE:
+            continue
         flags = classify_op(op, p, [vals[i] for i in ids])
         if flags is None:
             continue
+        if len(flags) == 2 and tols:
+            flags = (*flags, tuple(max(t) for t in zip(*tols)))
         try:
             with jax.disable_jit(), np.errstate(all="ignore"):
                 ref = apply(jnp, jax.lax, op, [vals[i].ref for i in ids], p)
@@ -392,6 +419,18 @@ def compare(name, got, want, exact, signed_zeros=True, rtol=None, atol=0.0):
                              f"minixla {got[i]!r} vs JAX {want[i]!r} (exact={exact})")
 
 
+def compare_value(name, got, want, value, backend):
+    """``compare`` under ``value``'s contract (``Value.exact``, ``Value.tol``) on ``backend``
+    (the JAX hand-off ignores the sign of zero: see ``tests/test_fuzz.py``)."""
+    if value.tol is None or value.exact:
+        compare(name, got, want, value.exact, signed_zeros=backend == "llvm")
+        return
+    rtol, floor, _ = value.tol
+    w = np.abs(np.asarray(want, np.float64))
+    w = w[np.isfinite(w)]
+    compare(name, got, want, False, rtol=rtol, atol=rtol * max(float(w.max()) if w.size else 0.0, floor))
+
+
 def describe(inputs, program, outputs=None) -> str:
     """A program as its op list (what a failing example prints)."""
     def show(p):  # (constant operands on one line)
@@ -409,5 +448,4 @@ def run_program(inputs, program, outputs, vals):
     for backend in ("llvm", "jax"):
         got = minixla.jit(f, backend=backend)(*inputs)
         for j, (g, o) in enumerate(zip(got, outputs)):
-            compare(f"[{backend}] output {j} (value {o})", g, vals[o].ref, vals[o].exact,
-                    signed_zeros=backend == "llvm")
+            compare_value(f"[{backend}] output {j} (value {o})", g, vals[o].ref, vals[o], backend)

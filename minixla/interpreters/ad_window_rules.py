@@ -3,11 +3,22 @@
 ``reduce_window_min`` give each output's tangent from the one window element they chose.
 
 JAX computes the chooser's tangent with ``select_and_gather_add`` (a reduce-window over
-(value, tangent) pairs). minixla builds the same thing from primitives it has: the window's
-taps as strided slices of the padded operand (one array per tap, shaped like the output), then
-a running select over the taps keeps the tangent of the first extremal element (ties: the first
-tap in row-major window order; a NaN wins, as it does in the max itself). Everything on the
+(value, tangent) pairs) and its cotangent with ``select_and_scatter_add`` (XLA's
+``SelectAndScatter``). minixla builds the selection from primitives it has: the window's taps as
+strided slices of the operand padded with the reducer's identity (one array per tap, shaped
+like the output), then a running select over the taps in row-major window order with XLA's
+``SelectAndScatter`` rule, select ``ge`` (``le`` for min): the first tap is selected, and a later
+tap replaces the selection unless ``selected >= tap``. So ties go to the first tap, a NaN is
+replaced by the next tap (``NaN >= x`` is false), and a padding tap is a candidate holding the
+identity (-inf for max): in a window ``[NaN, padding]`` or ``[padding, -inf]`` the padding is
+selected and the cotangent dropped -- ``jax.grad`` of max pooling, bit for bit. Everything on the
 tangent is pad/slice/select, so the rule transposes (``grad``) and batches with no new rule.
+
+JAX's forward-mode rule differs from the transpose of its reverse-mode one in two corners, which
+one linear map cannot both reproduce: ``select_and_gather_add`` starts from the identity and
+skips padding, so ``jax.jvp`` gives 0 for a window whose elements all equal the identity (where
+``jax.grad`` credits the first) and keeps a NaN's tangent when only padding follows it (where
+``jax.grad`` drops it). minixla's ``jvp`` follows the reverse-mode selection there.
 The cost is one slice per tap: fine for pooling windows (2x2, 3x3), linear in the window size.
 """
 from __future__ import annotations
@@ -61,7 +72,7 @@ def _taps(x, fill, *, window_dimensions, window_strides, padding, base_dilation,
     return taps
 
 
-def _window_chooser_jvp(prim, better):
+def _window_chooser_jvp(prim, keep):
     def rule(primals, tangents, **params):
         (x,), (t,) = primals, tangents
         ans = prim.bind(x, **params)
@@ -73,13 +84,12 @@ def _window_chooser_jvp(prim, better):
         ts = _taps(t, 0, **params)
         best_x, best_t = xs[0], ts[0]
         for xk, tk in zip(xs[1:], ts[1:]):
-            nan_k, nan_best = L.ne(xk, xk), L.ne(best_x, best_x)
-            take = L.bitwise_or(better(xk, best_x), L.bitwise_and(nan_k, L.bitwise_not(nan_best)))
+            take = L.bitwise_not(keep(best_x, xk))  # (SelectAndScatter: replace unless select(best, x))
             best_x = L.select(take, xk, best_x)
             best_t = L.select(take, tk, best_t)
         return ans, best_t
     jvp_rules[prim] = rule
 
 
-_window_chooser_jvp(L.reduce_window_max_p, L.gt)
-_window_chooser_jvp(L.reduce_window_min_p, L.lt)
+_window_chooser_jvp(L.reduce_window_max_p, L.ge)
+_window_chooser_jvp(L.reduce_window_min_p, L.le)

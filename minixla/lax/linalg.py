@@ -365,8 +365,8 @@ def _eigh_jacobi(a):
     mnp, lax = _mnp(), _lax()
     *batch, n, _ = get_aval(a).shape
     dt = get_aval(a).dtype
-    if n == 0:
-        return mnp.zeros((*batch, 0), dt), mnp.zeros((*batch, 0, 0), dt)
+    if n == 0 or 0 in batch:  # (nothing to rotate; the sweeps' convergence test reduces over the batch)
+        return mnp.zeros((*batch, n), dt), mnp.zeros((*batch, n, n), dt)
     big = n + n % 2
     # (an odd size gets a zero row and column: its rotations are all the identity, so the padded
     # coordinate never mixes and is cut off at the end)
@@ -473,6 +473,8 @@ def _svd_jacobi(a):
     mnp, lax = _mnp(), _lax()
     *batch, m, n = get_aval(a).shape
     dt = get_aval(a).dtype
+    if 0 in batch:  # (as eigh's: no sweeps over an empty batch)
+        return mnp.zeros((*batch, m, n), dt), mnp.zeros((*batch, n), dt), mnp.zeros((*batch, n, n), dt)
     big = n + n % 2
     U = a if n % 2 == 0 else mnp.pad(a, [(0, 0)] * len(batch) + [(0, 0), (0, 1)])
     ep_tab, eq_tab = _one_hot_tables(big, dt)

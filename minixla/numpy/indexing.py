@@ -128,7 +128,7 @@ def take_along_axis(arr, indices, axis, mode=None, fill_value=None):
     except errors.ShapeError as e:
         raise errors.ShapeError(f"take_along_axis: {e.args[0]}{_where_line()}") from None
     n = shape[ax]
-    if n == 0:
+    if n == 0 or 0 in out_shape:  # (an empty result: no gather, whose slices could not fit a 0-sized dim)
         return zeros(out_shape, get_aval(arr).dtype)
     itype = _index_dtype((n,))
     if mode == "promise_in_bounds":
