@@ -305,12 +305,16 @@ def test_cli_lists_stats_clears(cache_dir, capsys):
     from minixla.cache.__main__ import main
     _compile()
     (cache_dir / "unrelated.txt").write_text("keep me")
+    lib = cache_dir / "minixla-gemm-library"  # (the GEMM library's object files, when kept there)
+    lib.mkdir(exist_ok=True)
+    (lib / "minixla_dot_f32-0123.o").write_bytes(b"x" * 10)
     assert main(["--dir", str(cache_dir), "list"]) == 0
     assert "jit__f" in capsys.readouterr().out
     assert main(["--dir", str(cache_dir), "stats"]) == 0
     out = capsys.readouterr().out
     assert "entries: 1" in out and "first-level entries (lowered program -> entry): 1" in out
     assert "other files (not minixla's or JAX's): 1" in out
+    assert re.search(r"GEMM library object files \(minixla-gemm-library/\): [1-9]\d*, \d+ bytes", out), out
     assert main(["--dir", str(cache_dir), "clear"]) == 0
     assert [p.name for p in cache_dir.iterdir()] == ["unrelated.txt"]
 

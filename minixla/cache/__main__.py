@@ -6,6 +6,8 @@ to its optimized program's entry, is named ``<program> (lowered)``; JAX's own en
 executables of the ``jax`` backend and of ops traced eagerly -- are listed with backend
 ``jax``); ``stats``: entries, first-level entries, bytes, the cap, JAX's entries and the
 other files; ``clear``: delete minixla's entries (JAX's and other files are left alone).
+``stats`` and ``clear`` also cover the GEMM library's object files kept under the directory
+(``minixla-gemm-library/``, see ``minixla.backends.llvm.library_cache``).
 """
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import os
 import sys
 import time
 
+from minixla.backends.llvm import library_cache
 from minixla.cache import store
 from minixla.config import config
 
@@ -54,8 +57,22 @@ def main(argv=None) -> int:
     if not directory:
         print("no cache directory: pass --dir or set MINIXLA_COMPILATION_CACHE_DIR", file=sys.stderr)
         return 2
+    lib_dir = os.path.join(directory, library_cache.SUBDIR_OF_CACHE_DIR)
+    lib_files = _library_files(lib_dir)
     if args.command == "clear":
-        print(f"removed {store.clear(directory)} entries from {directory}")
+        removed = 0
+        for path, _ in lib_files:
+            try:
+                os.remove(path)
+                removed += 1
+            except OSError:
+                pass
+        try:
+            os.rmdir(lib_dir)  # (only if empty: a file another process writes meanwhile stays)
+        except OSError:
+            pass
+        print(f"removed {store.clear(directory)} entries from {directory}"
+              + (f" and {removed} GEMM library files from {lib_dir}" if removed else ""))
         return 0
     rows = list(_rows(directory))
     jax_rows = list(_jax_rows(directory))
@@ -68,7 +85,8 @@ def main(argv=None) -> int:
     total = sum(r[3] for r in rows)
     try:
         others = sum(1 for e in os.scandir(directory) if not store._ENTRY_RE.match(e.name)
-                     and not store._MEMO_RE.match(e.name) and not store.JAX_ENTRY_RE.match(e.name))
+                     and not store._MEMO_RE.match(e.name) and not store.JAX_ENTRY_RE.match(e.name)
+                     and e.name != library_cache.SUBDIR_OF_CACHE_DIR)
     except OSError:
         others = 0
     cap = config.read("minixla_compilation_cache_max_size")
@@ -78,8 +96,18 @@ def main(argv=None) -> int:
           f"cap: {'unbounded' if cap < 0 else cap}\ncompile ms saved per warm start: {sum(r[4] for r in rows):.1f}\n"
           f"JAX's entries (jax_compilation_cache_dir, kept by JAX): {len(jax_rows)}, "
           f"{sum(r[3] for r in jax_rows)} bytes, compile ms saved {sum(r[4] for r in jax_rows):.1f}\n"
+          f"GEMM library object files ({library_cache.SUBDIR_OF_CACHE_DIR}/): {len(lib_files)}, "
+          f"{sum(size for _, size in lib_files)} bytes\n"
           f"other files (not minixla's or JAX's): {others}")
     return 0
+
+
+def _library_files(lib_dir):
+    """``[(path, bytes)]`` of the GEMM library's object files in ``lib_dir`` (none if absent)."""
+    try:
+        return [(e.path, e.stat().st_size) for e in os.scandir(lib_dir) if e.name.endswith(".o")]
+    except OSError:
+        return []
 
 
 if __name__ == "__main__":
