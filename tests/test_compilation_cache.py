@@ -20,7 +20,7 @@ import pytest
 import minixla
 import minixla.numpy as mnp
 from minixla import cache as pc
-from minixla.cache import store
+from minixla.cache import atomic, store
 from minixla.backends.llvm.target import compile_stats
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -268,7 +268,7 @@ def test_unwritable_directory_and_failing_write(tmp_path, monkeypatch):
                                  minixla_persistent_cache_min_compile_time_secs=0.0):
         def disk_full(f, data):
             raise OSError(28, "No space left on device")
-        monkeypatch.setattr(store, "_write_all", disk_full)
+        monkeypatch.setattr(atomic, "_write_all", disk_full)
         with pytest.warns(store.CompilationCacheWarning, match="No space left"):
             _compile()
         assert list((tmp_path / "full").iterdir()) == []  # the temporary file is removed

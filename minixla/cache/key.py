@@ -29,6 +29,8 @@ import platform
 
 import numpy as np
 
+from minixla.cache import atomic
+
 #: bumped whenever the entry file layout changes (``store.py``)
 FORMAT_VERSION = 1
 
@@ -97,23 +99,11 @@ def write_source_memo() -> None:
     if not _unwritten_memo:
         return
     memo, fingerprint = _unwritten_memo
-    tmp = None
     try:  # (atomically, as the entries; a failure only costs the next process the hashing)
-        import tempfile
-        fd, tmp = tempfile.mkstemp(prefix=".minixla-sources-", suffix=".tmp", dir=os.path.dirname(memo))
-        with os.fdopen(fd, "w") as f:
-            f.write(fingerprint)
-        os.replace(tmp, memo)
-        tmp = None
+        atomic.write_atomically(memo, fingerprint.encode(), prefix=".minixla-sources-")
         _unwritten_memo.clear()
     except OSError:
         pass
-    finally:
-        if tmp is not None:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
 
 
 @functools.cache

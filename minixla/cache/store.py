@@ -22,9 +22,10 @@ import json
 import os
 import re
 import struct
-import tempfile
 import time
 import warnings
+
+from minixla.cache import atomic
 
 MAGIC = b"MXLACHE1"
 PREFIX, SUFFIX = "minixla-", ".mxc"
@@ -124,40 +125,24 @@ def read(directory: str, key: str, expect: dict) -> tuple[dict, bytes] | None:
 def write(directory: str, key: str, header: dict, payload: bytes, max_size: int, keep=()) -> bool:
     """Write the entry atomically, then evict past ``max_size`` bytes (-1: no cap), never this
     entry or those of the keys in ``keep``. Never raises: a failure warns and returns False."""
-    tmp = None
     try:
         data = encode(dict(header, key=key), payload)
         if 0 <= max_size < len(data):
             return False  # (it would evict everything, itself included)
         os.makedirs(directory, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{PREFIX}{key}.", suffix=".tmp", dir=directory)
-        with os.fdopen(fd, "wb") as f:
-            _write_all(f, data)
         path = entry_path(directory, key)
         if os.path.isdir(path) and not os.path.islink(path):
             try:
                 os.rmdir(path)  # (an empty directory in the entry's place: take the place back)
             except OSError:
                 pass
-        os.replace(tmp, path)
-        tmp = None
+        atomic.write_atomically(path, data, prefix=f".{PREFIX}{key}.")
     except Exception as e:  # unwritable directory, full disk, a directory in the way, ...
         warn(f"cannot write entry for key {key[:16]}... to {directory}: {e}; not cached")
         return False
-    finally:
-        if tmp is not None:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
     if max_size >= 0:
         evict(directory, max_size, keep=(key, *keep))
     return True
-
-
-def _write_all(f, data: bytes) -> None:
-    """(Separate so a test can simulate a full disk.)"""
-    f.write(data)
 
 
 def entries(directory: str) -> list[tuple[str, int, float]]:

@@ -41,7 +41,7 @@ from llvmlite import ir
 
 from minixla.backends.llvm import ir_types as T
 from minixla.backends.llvm import compile_server, kernel_cache
-from minixla.backends.llvm.control_flow import STEP_OPCODES, ControlContext, control_step
+from minixla.backends.llvm.control_flow import STEP_OPCODES, ControlContext, ControlStep, control_step
 from minixla.backends.llvm.kernels import DENORMAL_ATTRIBUTE, FLUSH_DENORMALS, emit_kernel
 from minixla.backends.llvm.loops import with_loop_ids
 from minixla.backends.llvm.runtime import thread_pool
@@ -610,19 +610,11 @@ def compile_module(module, assignment, num_threads: int | None = None,
     return exe
 
 
-class _CopyOut:
+class _CopyOut(ControlStep):
     """A plan step copying a result that lives in the arena (an element of a loop's state,
     ``get-tuple-element`` of a ``while``) into a fresh output array, in the generated code:
     numpy's slice-view-reshape-copy of it cost ~2 us a call, a memcpy at the end of the
-    program's last step a few ns. Shaped as a ``ControlStep`` (``executable._Plan`` emits it
-    inline)."""
-    is_control = True
-    units = 1
-    cost_ns = 0.0
-    inputs: list = []
-    constants: list = []
-    in_place: list = []
-    symbol = ""
+    program's last step a few ns. A ``ControlStep``: ``_Plan`` emits it inline."""
     kind = strategy = "copy"
 
     def __init__(self, root, index, src):

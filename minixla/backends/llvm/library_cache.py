@@ -48,8 +48,9 @@ import hashlib
 import json
 import os
 import struct
-import tempfile
 import time
+
+from minixla.cache import atomic
 
 MAGIC = b"MXLALIB1"
 #: bumped whenever the file layout or what the key covers changes
@@ -209,26 +210,16 @@ def load(name: str, key: str, emit_text, where: str | None = None):
 def save(name: str, key: str, object_code: bytes, where: str | None = None) -> bool:
     """Write the routine's file under ``key`` (atomically); False if it could not be written.
     Never raises."""
-    tmp = None
     try:
         folder = where or directory()
         os.makedirs(folder, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{name}-", suffix=".tmp", dir=folder)
-        with os.fdopen(fd, "wb") as f:
-            f.write(encode(name, key, object_code))
-        os.replace(tmp, path_of(name, key, folder))
-        tmp = None
+        atomic.write_atomically(path_of(name, key, folder), encode(name, key, object_code),
+                                prefix=f".{name}-")
         stats["writes"] += 1
         _evict(folder)
         return True
     except Exception:
         return False
-    finally:
-        if tmp is not None:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
 
 
 def _evict(folder: str) -> None:
