@@ -98,3 +98,24 @@ def test_vmap_matches_jax(name):
     for got in (minixla.vmap(f)(xs), minixla.jit(minixla.vmap(f), backend="jax")(xs)):
         for a, b in zip(jax.tree_util.tree_leaves(got), want):
             np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_grad_of_vmapped_cond_and_switch_takes_no_cotangent_from_the_branch_not_taken():
+    """A fresh-user find: with a batched predicate both branches run and a select picks; the
+    branch not taken (sqrt(-1), log(0)) must pass back nothing, as JAX's batching rule feeds it
+    stop_gradient'ed operands (was: NaN, sqrt(-1)'s, in the gradient)."""
+    import jax
+    import jax.numpy as jnp
+    import minixla.lax as mlax
+    x = np.array([-1., 4., 0., 2.], np.float32)
+
+    def mk(np_, L, vmap):
+        def g(x):
+            return (L.cond(x > 0, np_.sqrt, lambda x: 0. * x, x)
+                    + L.switch(x.astype(np.int32) % 3, [np_.log, lambda x: x, np_.sqrt], x))
+        return lambda x: np_.sum(vmap(g)(x))
+
+    want = np.asarray(jax.grad(mk(jnp, jax.lax, jax.vmap))(x))
+    f = minixla.grad(mk(mnp, mlax, minixla.vmap))
+    for got in (f(x), minixla.jit(f)(x)):
+        np.testing.assert_array_equal(np.asarray(got), want)  # (NaN where JAX has NaN: index 0)

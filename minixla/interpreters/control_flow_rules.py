@@ -354,9 +354,19 @@ def _cond_batch(vals, dims, *, branches):
         new.append(j)
     if dims[0] is None:  # one branch for the whole batch
         return cond_p.bind(index, *ops, branches=tuple(new)), [0] * len(branches[0].out_avals)
-    # A batched index: every branch runs, and each example selects its own (as JAX).
+    # A batched index: every branch runs, and each example selects its own (as JAX). Each
+    # branch reads its operands through stop_gradient where another branch was taken, so the
+    # branch not taken passes back no cotangent (a NaN it computes, e.g. sqrt(-1)'s, would
+    # otherwise poison the gradient through the select's zero).
     index = _front([index], [dims[0]], size)[0]
-    outs = [_eval(j)(*ops) for j in new]
+
+    def taken_by(i, x):
+        shape = get_aval(x).shape
+        taken = lax.eq(index, lax.full(get_aval(index).shape, i, get_aval(index).dtype))
+        taken = lax.broadcast_in_dim(taken, shape, (0,)) if len(shape) > 1 else taken
+        return lax.select_n(taken, lax.stop_gradient(x), x)
+
+    outs = [_eval(j)(*[taken_by(i, x) for x in ops]) for i, j in enumerate(new)]
     results = []
     for k in range(len(branches[0].out_avals)):
         cases = [o[k] for o in outs]
