@@ -93,13 +93,18 @@ def _offset(b, operand, dims, value):
     return T.i64(0) if total is None else total
 
 
+def _gemm_operands(kb, lhs, rhs, dtype) -> bool:
+    """Whether a dot/conv's operands suit the GEMM: a float dtype it supports for both, and the
+    lhs a kernel argument (its rows are read in place)."""
+    return (G.supported_dtype(dtype) and lhs.shape.dtype == dtype and rhs.shape.dtype == dtype
+            and lhs in kb.buffers)
+
+
 def gemm_for_dot(kb, dot, root):
     """The ``gemm.Gemm`` of a float dot whose lhs is a kernel argument, or None."""
     lhs, rhs = dot.operands
     dtype = np.dtype(dot.shape.dtype)
-    if not G.supported_dtype(dtype) or lhs.shape.dtype != dtype or rhs.shape.dtype != dtype:
-        return None
-    if lhs not in kb.buffers:
+    if not _gemm_operands(kb, lhs, rhs, dtype):
         return None
     lb, lc, lf, rb, rc, rf = E.dot_parts(dot)
     a_stride = _merged_stride(lhs, lc)
@@ -264,9 +269,7 @@ def gemm_for_convolution(kb, conv, root):
     lhs dilation; or None."""
     lhs, rhs = conv.operands
     dtype = np.dtype(conv.shape.dtype)
-    if not G.supported_dtype(dtype) or lhs.shape.dtype != dtype or rhs.shape.dtype != dtype:
-        return None
-    if lhs not in kb.buffers:
+    if not _gemm_operands(kb, lhs, rhs, dtype):
         return None
     dn, cg, og, groups, window = E.conv_parts(conv)
     dims = conv.shape.dims
