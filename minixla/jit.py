@@ -196,7 +196,7 @@ class Lowered:
         if executable is not None:
             module, assignment = executable.module, executable.assignment
         else:
-            assignment = assign_buffers(module, donated=self.donated)
+            assignment = assign_buffers(module, donated=self.donated, temps_in_outputs=True)
         passes_ms = ((time.perf_counter() - t0) * 1e3 - timing.get("key_setup_ms", 0.0)
                      - timing.get("key_ms", 0.0) - timing.get("load_ms", 0.0))
         if dumper.enabled:
