@@ -46,6 +46,7 @@ from minixla.passes.conv_canonicalization import ConvCanonicalization
 from minixla.passes.cse import CommonSubexpressionElimination
 from minixla.passes.dce import DeadCodeElimination
 from minixla.passes.fusion import FusionPass, count_kernels, NOT_KERNELS
+from minixla.passes.dot_lhs_copy import DotLhsRowMajor
 from minixla.passes.memory_scheduler import MemoryScheduler
 from minixla.passes.transpose_folding import TransposeFolding
 from minixla.passes.pipeline import FixedPoint, PassPipeline
@@ -89,7 +90,7 @@ def optimization_pipeline(after_pass=None) -> PassPipeline:
         simplify, to a fixed point (<= 25 rounds): cse, constant-folding, algebraic-simplifier,
             tuple-simplifier, conditional-simplifier, while-loop-constant-sinking,
             while-loop-simplifier, while-loop-invariant-code-motion, while-loop-dot-hoisting, dce
-        transpose-folding, conv-canonicalization, dce
+        transpose-folding, conv-canonicalization, dce, dot-lhs-row-major
         fusion
         dce
 
@@ -105,7 +106,7 @@ def optimization_pipeline(after_pass=None) -> PassPipeline:
         if after_pass is not None and not name.split("/")[-1].startswith("fixed-point"):
             after_pass(name, module)
     return PassPipeline("optimize", [FixedPoint(simplify), TransposeFolding(), ConvCanonicalization(),
-                                     DeadCodeElimination(),
+                                     DeadCodeElimination(), DotLhsRowMajor(),
                                      FusionPass(), DeadCodeElimination(), MemoryScheduler()], after_top_level_pass)
 
 
@@ -196,7 +197,7 @@ class Lowered:
         if executable is not None:
             module, assignment = executable.module, executable.assignment
         else:
-            assignment = assign_buffers(module, donated=self.donated)
+            assignment = assign_buffers(module, donated=self.donated, temps_in_outputs=True)
         passes_ms = ((time.perf_counter() - t0) * 1e3 - timing.get("key_setup_ms", 0.0)
                      - timing.get("key_ms", 0.0) - timing.get("load_ms", 0.0))
         if dumper.enabled:

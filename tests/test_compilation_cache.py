@@ -144,6 +144,7 @@ def test_warm_process_runs_no_pass_and_no_llvm(tmp_path):
     assert warm["hit"] and warm["llvm"] == 0  # no LLVM module compiled in the warm process
     assert warm["stats"]["lowered_hits"] == 2 and warm["stats"]["misses"] == 0
     assert not warm["networkx"]  # (no pass ran: the passes' graphs import it)
+    assert not cold["networkx"]  # (nor for straight-line programs: only loops' passes need it)
     assert warm["passes"] == cold["passes"]  # the stored pass log
     # what log_compiles reports: no pass and no codegen on the hit; the key's own time apart
     # from the process's one LLVM target set-up (was: "passes 230.9 ms" on a hit)

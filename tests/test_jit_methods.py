@@ -195,6 +195,7 @@ def test_readme_optimization_pipeline_call_works():
     # the README shows exactly what print() gives
     assert "```\n" + str(pipeline) + "\n```" in readme
     assert [p.name for p in pipeline.passes] == ["fixed-point(simplify)", "transpose-folding",
-                                                  "conv-canonicalization", "dce", "fusion", "dce",
+                                                  "conv-canonicalization", "dce", "dot-lhs-row-major",
+                                                  "fusion", "dce",
                                                   "memory-scheduler"]
     assert minixla.jit.optimization_pipeline is sys.modules["minixla.jit"].optimization_pipeline

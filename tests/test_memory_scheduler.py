@@ -66,8 +66,13 @@ def test_program_order_is_kept_when_greedy_does_not_lower_the_peak():
 def test_training_step_keeps_fewer_activations_live(rng, monkeypatch):
     """Two conv layers' SGD step: each weight gradient (fused with its update) runs as soon as
     its output gradient exists, so a layer's activations die before the next backward conv.
-    The values are the program order's, bit for bit."""
+    The values are the program order's, bit for bit. (Buffer assignment's rule 5, which puts
+    activations into the bytes of gradients not yet written, is off: at this size it makes the
+    program order's arena the smaller, and the scheduler then keeps that order.)"""
     from benchmarks import training as T
+    from minixla.passes import buffer_assignment
+
+    monkeypatch.setattr(buffer_assignment, "MAX_OUTPUT_REGIONS", 0)
 
     w = next(w for w in T.training_workloads(0.1) if w.name == "convnet_train")
     args = w.make_args(rng)

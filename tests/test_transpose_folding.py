@@ -131,3 +131,23 @@ def test_swapped_dot_is_bit_identical(rng):
     swapped = minixla.jit(lambda a, b: (a.T @ b).T)(a, b)
     direct = minixla.jit(lambda a, b: b.T @ a)(a, b)
     np.testing.assert_array_equal(swapped, direct)
+
+
+def test_wide_weight_gradient_copies_its_strided_lhs_row_major(rng, monkeypatch):
+    """``dot-lhs-row-major``: ``w - lr * (x.T @ g)`` with 1024 output columns reads a row-major
+    copy of ``x.T`` (a transpose kernel first); the 256-column one keeps reading ``x`` down its
+    columns. Bit-identical to the packed strided read (the same K blocks and tiles)."""
+    from minixla.passes import dot_lhs_copy
+
+    step = lambda x, g, w: w - f32(0.01) * (x.T @ g)  # noqa: E731
+    x, g, w = (rng.standard_normal(s).astype(f32) for s in [(256, 1024), (256, 1024), (1024, 1024)])
+    kinds = lambda c: [k["kind"] for k in c.kernels()]  # noqa: E731
+    copied = minixla.jit(step).lower(x, g, w).compile()
+    assert kinds(copied) == ["transpose", "kOutput"]
+    narrow = minixla.jit(step).lower(x, g[:, :256], w[:, :256]).compile()
+    assert kinds(narrow) == ["kOutput"]
+    monkeypatch.setattr(dot_lhs_copy, "MIN_COLUMNS", 1 << 40)
+    packed = minixla.jit(step).lower(x, g, w).compile()
+    assert kinds(packed) == ["kOutput"]
+    np.testing.assert_array_equal(copied(x, g, w), packed(x, g, w))
+    np.testing.assert_allclose(copied(x, g, w), w - 0.01 * (x.T.astype(np.float64) @ g), rtol=1e-5, atol=1e-5)

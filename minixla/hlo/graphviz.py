@@ -97,7 +97,8 @@ def _buffer_note(instr, assignment) -> str:
     if positions:
         return f"in place of %{instr.operands[positions[0]].name}"
     if sl.kind == "temp":
-        return f"temp @{sl.offset}, {sl.size} B"
+        where = f" in output {sl.index}" if sl.index >= 0 else ""
+        return f"temp{where} @{sl.offset}, {sl.size} B"
     if sl.kind in ("output", "parameter") and instr.opcode != "parameter":
         return f"{sl.kind} {sl.index}"
     return ""

@@ -32,6 +32,16 @@ The steps, each a rule a reader can check on the printed plan (``to_string()``):
    ("global decreasing-size best fit"). Buffers whose lifetimes are disjoint reuse the same
    bytes. The arena is the highest byte used.
 
+5. **Temporaries in the outputs' bytes** (``temps_in_outputs``; what XLA's buffer assignment
+   does when it colours a temporary into a ``maybe-live-out`` allocation). The result arrays
+   exist before the program runs, but output ``j`` holds a value only from the step that
+   writes it. Before rule 4, each temporary (largest first) whose live range ends before
+   that step and that fits goes into output ``j``'s bytes instead (best fit among those
+   already placed there that overlap it in time; the largest ``MAX_OUTPUT_REGIONS`` outputs
+   are tried, smallest first), so it costs no arena bytes. A training step's activations die
+   before its weight gradients are written: XLA keeps them in those outputs; so does this.
+   Not done in a module with control flow (a loop's kernels address the arena directly).
+
 ``naive_bytes`` (every temporary value in its own allocation) versus ``arena_size`` shows the
 reuse; ``minixla.memory.memory_analysis`` adds the live-bytes lower bound the heap can be judged by.
 """
@@ -47,11 +57,16 @@ _BITCASTS = {"reshape", "bitcast"}
 _ELEMENTWISE_EXTRA = {"clamp", "select", "convert"}
 
 
+#: rule 5: how many of the largest outputs may hold temporaries (bounds the placement's cost)
+MAX_OUTPUT_REGIONS = 16
+
+
 @dataclass
 class BufferSlice:
     """Where one value lives. ``kind`` is ``parameter``/``constant``/``output``/``temp``;
-    ``index`` is the parameter or output number (-1 otherwise); ``offset`` the byte offset in
-    the arena for temps; ``size`` the size in bytes."""
+    ``index`` is the parameter or output number (-1 otherwise; for a temp, the output whose
+    bytes hold it under rule 5, -1 for the arena); ``offset`` the byte offset of a temp in the
+    arena (or in that output); ``size`` the size in bytes."""
     kind: str
     index: int = -1
     offset: int = 0
@@ -71,6 +86,7 @@ class LiveRange:
     size: int
     offset: int = 0
     values: list = field(default_factory=list)
+    output: int = -1   # rule 5: the output whose bytes hold this buffer (-1: the arena)
 
 
 @dataclass
@@ -81,7 +97,9 @@ class BufferAssignment:
       slices: HloInstruction -> BufferSlice (reshapes share their operand's slice; tuples have none).
       arena_size: bytes of the one temporary arena.
       naive_bytes: bytes the temporary values would take with no reuse at all.
-      live_ranges: the temporary buffers with their live ranges and offsets.
+      live_ranges: the temporary buffers in the arena with their live ranges and offsets.
+      output_ranges: the temporary buffers placed in an output's bytes (rule 5; ``output``
+        names it, ``offset`` is inside it).
       in_place: HloInstruction -> tuple of operand positions whose buffer it overwrites (rule 3).
       donated: parameter numbers the caller donated.
       aliases: (output index, parameter number) pairs: outputs returned in a donated parameter.
@@ -98,12 +116,14 @@ class BufferAssignment:
     aliases: list = field(default_factory=list)
     schedule: list = field(default_factory=list)
     value_live: dict = field(default_factory=dict)
+    output_ranges: list = field(default_factory=list)
 
     def to_string(self) -> str:
         lines = [f"arena: {self.arena_size} bytes (no reuse: {self.naive_bytes} bytes)"]
-        for lr in sorted(self.live_ranges, key=lambda r: r.start):
+        for lr in sorted(self.live_ranges + self.output_ranges, key=lambda r: r.start):
             shared = "".join(f", then %{v.name} in place" for v in lr.values[1:])
-            lines.append(f"  %{lr.definer.name}: offset {lr.offset}, {lr.size} bytes, "
+            where = f"in output {lr.output} at offset" if lr.output >= 0 else "offset"
+            lines.append(f"  %{lr.definer.name}: {where} {lr.offset}, {lr.size} bytes, "
                          f"live [{lr.start}, {lr.end}]{shared}")
         for instr, positions in self.in_place.items():
             sl = self.slices[instr]
@@ -178,12 +198,14 @@ def reads_only_at_output_index(instr, position: int) -> bool:
     return param.shape.dims == root.shape.dims and same_index(param)
 
 
-def assign_buffers(module, donated=()) -> BufferAssignment:
+def assign_buffers(module, donated=(), temps_in_outputs=False) -> BufferAssignment:
     """Assign a ``BufferSlice`` to every array-valued instruction of ``module.entry``.
 
     Args:
       module: an HloModule (normally after fusion); its entry instruction order is the schedule.
       donated: parameter numbers whose buffers the program may overwrite (rule 3d).
+      temps_in_outputs: rule 5 (the caller's backend can address a temporary inside an output;
+        ignored for a module with control flow).
     Returns:
       a ``BufferAssignment``.
     """
@@ -277,13 +299,19 @@ def assign_buffers(module, donated=()) -> BufferAssignment:
         buf["range"] = lr
         ranges.append(lr)
 
-    # 4. Heap simulation.
-    arena_size = _heap_simulate(ranges)
+    # 5. Temporaries in the outputs' bytes, then 4. heap simulation of the rest.
+    in_outputs = []
+    if temps_in_outputs and not any(i.opcode in TUPLE_BUFFERS for i in schedule):
+        regions = [(step[b["values"][0]], b["index"], value_nbytes(b["values"][0]))
+                   for b in buffer_of.values() if b["kind"] == "output" and b["values"][0] in step]
+        in_outputs = _place_in_outputs(ranges, {r[1]: r for r in regions}.values())
+    arena_size = _heap_simulate([lr for lr in ranges if lr.output < 0])
 
     for v, buf in buffer_of.items():
         kind = buf["kind"]
         offset = buf["range"].offset if kind == "temp" else 0
-        slices[v] = BufferSlice(kind, buf["index"], offset, value_nbytes(v))
+        index = buf["range"].output if kind == "temp" else buf["index"]
+        slices[v] = BufferSlice(kind, index, offset, value_nbytes(v))
     for instr in schedule:
         if instr.opcode != "tuple" and value[instr] is not instr:
             base = slices[instr.operands[0]]
@@ -292,8 +320,49 @@ def assign_buffers(module, donated=()) -> BufferAssignment:
                 base = BufferSlice(base.kind, base.index, base.offset + at, instr.shape.nbytes)
             slices[instr] = base
     naive = sum(value_nbytes(v) for lr in ranges for v in lr.values)
-    return BufferAssignment(slices, arena_size, naive, ranges, in_place, donated, aliases,
-                            schedule, value_live)
+    return BufferAssignment(slices, arena_size, naive, [lr for lr in ranges if lr.output < 0], in_place,
+                            donated, aliases, schedule, value_live, in_outputs)
+
+
+def _place_in_outputs(ranges, regions) -> list:
+    """Rule 5: put temporaries, largest first, into the bytes of outputs not yet written.
+
+    ``regions``: ``(step, output index, bytes)`` per output buffer; output ``j`` is free in
+    steps ``[0, step)``. Each temporary goes to the smallest of the largest
+    ``MAX_OUTPUT_REGIONS`` outputs where it fits (best-fit gap among the temporaries placed there
+    that overlap it in time); the rest stay for the arena. Returns the placed ranges."""
+    regions = sorted(regions, key=lambda r: -r[2])[:MAX_OUTPUT_REGIONS]
+    if not regions:
+        return []
+    steps = max((lr.start for lr in ranges), default=0) + 1
+    placed = {j: _PlacedIndex(steps) for _, j, _ in regions}
+    regions.sort(key=lambda r: r[2])
+    out = []
+    for lr in sorted(ranges, key=lambda r: (-r.size, r.start)):
+        need = _align(lr.size)
+        for start, j, size in regions:
+            if start <= lr.end or size < lr.size:
+                continue
+            offset = _best_fit(placed[j], lr, need)
+            if offset + lr.size <= size:
+                lr.offset, lr.output = offset, j
+                placed[j].add(lr)
+                out.append(lr)
+                break
+    return out
+
+
+def _best_fit(placed, lr, need) -> int:
+    """The offset of the smallest gap of ``need`` bytes among the ``placed`` buffers that
+    overlap ``lr`` in time (or the end of the highest one)."""
+    busy = sorted((p.offset, p.offset + _align(p.size)) for p in placed.overlapping(lr.start, lr.end))
+    best, best_gap, cursor = None, None, 0
+    for lo, hi in busy:
+        gap = lo - cursor
+        if gap >= need and (best_gap is None or gap < best_gap):
+            best, best_gap = cursor, gap
+        cursor = max(cursor, hi)
+    return best if best is not None else cursor
 
 
 def _heap_simulate(ranges) -> int:
@@ -305,15 +374,8 @@ def _heap_simulate(ranges) -> int:
     placed = _PlacedIndex(max((lr.start for lr in ranges), default=0) + 1)
     arena = 0
     for lr in sorted(ranges, key=lambda r: (-r.size, r.start)):
-        busy = sorted((p.offset, p.offset + _align(p.size)) for p in placed.overlapping(lr.start, lr.end))
         need = _align(lr.size)
-        best, best_gap, cursor = None, None, 0
-        for lo, hi in busy:
-            gap = lo - cursor
-            if gap >= need and (best_gap is None or gap < best_gap):
-                best, best_gap = cursor, gap
-            cursor = max(cursor, hi)
-        lr.offset = best if best is not None else cursor
+        lr.offset = _best_fit(placed, lr, need)
         placed.add(lr)
         arena = max(arena, lr.offset + need)
     return arena

@@ -13,7 +13,7 @@ instructions whose operands are all computed, the one with the largest *gain* = 
 temporaries it frees (operands whose last reader it is) minus bytes of the temporary it
 writes; ties keep the program's order. The new order is kept only if its peak of live
 temporary bytes is lower than the program order's (XLA likewise runs several schedulers and
-keeps the best). Reshapes and bitcasts (another name for their
+keeps the best): the arena that buffer assignment makes of each order, then the peak. Reshapes and bitcasts (another name for their
 operand's buffer) run as soon as they can and are seen through: a buffer is freed by the last
 reader of any of its names. Parameters, constants and the program's outputs own no arena
 bytes. The root stays last.
@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import heapq
 
+from minixla.passes.buffer_assignment import assign_buffers
 from minixla.passes.pipeline import HloPass
 
 _BITCASTS = {"reshape", "bitcast"}
@@ -105,12 +106,25 @@ class MemoryScheduler(HloPass):
                     push(u)
         if len(order) != len(instrs):  # (a cycle: never for a valid computation)
             return False
-        # As XLA's DefaultMemoryScheduler: keep whichever order has the lower peak (greedy
-        # is a heuristic; the program's own order is often good already).
-        if order == instrs or _peak(order, reads, owned) >= _peak(instrs, reads, owned):
+        # As XLA's DefaultMemoryScheduler: keep whichever order needs the smaller arena (greedy
+        # is a heuristic; the program's own order is often good already). The arena is the
+        # buffer assignment's, whose rule 5 puts temporaries in outputs not yet written: an
+        # order that writes the outputs late can leave more room there than a lower peak saves.
+        if order == instrs:
+            return False
+        cost = {}
+        for name, o in (("greedy", order), ("program", instrs)):
+            comp.instructions = o
+            cost[name] = (_arena(module), _peak(o, reads, owned))
+        if cost["greedy"] >= cost["program"]:
             return False
         comp.instructions = order
         return True
+
+
+def _arena(module) -> int:
+    """Arena bytes of ``module``'s entry in its current order (``buffer_assignment``, rule 5 on)."""
+    return assign_buffers(module, temps_in_outputs=True).arena_size
 
 
 def _peak(order, reads, owned) -> int:

@@ -14,7 +14,6 @@ Trip counts come from ``while_loop_analysis.trip_count``; an unknown count chang
 """
 from __future__ import annotations
 
-import networkx as nx
 import numpy as np
 
 from minixla.hlo.ir import HloInstruction, Shape
@@ -64,6 +63,7 @@ class WhileLoopSimplifier(HloPass):
         read_by_cond = _elements_read(cond)
         if read_by_cond is None:
             return False
+        import networkx as nx  # (here: ~0.2 s to import, and most programs have no loop)
         g = body.graph()
         param = body.parameters[0]
         gtes = {}
@@ -117,6 +117,7 @@ def _elements_read(comp):
             read.add(i.attrs["index"])
         elif param in i.operands:
             return None
+    import networkx as nx
     live = set(nx.ancestors(comp.graph(), comp.root)) | {comp.root}
     return {i.attrs["index"] for i in comp.instructions if i in live and i.opcode == "get-tuple-element"
             and i.operands[0] is param} if read else read

@@ -97,7 +97,9 @@ def _kernel_name(n: int, instr) -> str:
 
 def buffer_key(instr, assignment):
     """Where the buffer of ``instr`` lives: ``("param", k)``, ``("output", k)``,
-    ``("temp", offset)`` (in the arena) or ``("literal", constant instr)``."""
+    ``("temp", offset)`` (in the arena), ``("output_at", k, offset)`` (a temporary in output
+    ``k``'s bytes, before that output is written: ``buffer_assignment`` rule 5) or
+    ``("literal", constant instr)``."""
     src = _source(instr)
     if src.opcode == "parameter":
         return ("param", src.parameter_number)
@@ -108,6 +110,8 @@ def buffer_key(instr, assignment):
         return ("output", sl.index)
     if sl.kind == "parameter":  # computed in place of a donated parameter
         return ("param", sl.index)
+    if sl.kind == "temp" and sl.index >= 0:  # in an output's bytes before it is written
+        return ("output_at", sl.index, sl.offset)
     if sl.kind == "temp":
         if sl.offset < 0 or sl.offset + src.shape.nbytes > assignment.arena_size:
             raise ValueError(f"buffer of '{src.name}' lies outside the arena")
@@ -136,7 +140,7 @@ class _Plan:
             _check_no_alias(k, keys)
             keys += [("kconst", n, j) for j in range(len(k.constants))]
             for key in keys:
-                self.slots.setdefault(key, len(self.slots))
+                self.slots.setdefault(_slot_key(key), len(self.slots))
             self.arg_keys.append(keys)
         # Steps: ("seq", [kernel numbers]) or ("par", kernel number).
         self.steps = []
@@ -184,12 +188,14 @@ class _Plan:
             return
         args = []
         for key in self.arg_keys[n]:
-            slot = b.gep(table, [T.i64(self.slots[key])], inbounds=True, source_etype=T.PTR)
+            slot = b.gep(table, [T.i64(self.slots[_slot_key(key)])], inbounds=True, source_etype=T.PTR)
             ptr = b.load(slot, typ=T.PTR)
-            if key[0] in ("param", "output") and ARRAY_DATA_OFFSET is not None:
+            if key[0] in ("param", "output", "output_at") and ARRAY_DATA_OFFSET is not None:
                 # the slot holds the numpy array object: its data pointer is a field of it
                 field = b.gep(ptr, [T.i64(ARRAY_DATA_OFFSET)], inbounds=True, source_etype=ir.IntType(8))
                 ptr = b.load(field, typ=T.PTR)
+            if key[0] == "output_at" and key[2]:
+                ptr = b.gep(ptr, [T.i64(key[2])], inbounds=True, source_etype=ir.IntType(8))
             args.append(ptr)
         b.call(b.module.globals[k.symbol], args + [lo, hi])
 
@@ -476,16 +482,33 @@ class LlvmExecutable:
         return self._compile_ms
 
 
+def _slot_key(key):
+    """The table slot a buffer key reads: a temporary in an output's bytes uses that output's."""
+    return ("output", key[1]) if key[0] == "output_at" else key
+
+
+def _span(key, nbytes):
+    """``(memory, first byte, end)`` of a buffer key in the arena or an output (None: other)."""
+    if key[0] == "temp":
+        return "arena", key[1], key[1] + nbytes
+    if key[0] == "output_at":
+        return ("output", key[1]), key[2], key[2] + nbytes
+    if key[0] == "output":
+        return ("output", key[1]), 0, nbytes
+    return None
+
+
 def _check_no_alias(kernel, keys):
     """Kernel pointers are ``noalias``: the output may not share bytes with an input, except an
     input computed in place (the kernel reads it through ``out``, see ``emit_kernel``)."""
     out = keys[0]
-    hi = out[1] + kernel.instr.shape.nbytes if out[0] == "temp" else None
+    span = _span(out, kernel.instr.shape.nbytes)
     for key, inp in zip(keys[1:], kernel.inputs):
         if key == out and any(inp is i for i in kernel.in_place):
             continue
-        if hi is not None and key[0] == "temp":
-            clash = key[1] < hi and out[1] < key[1] + inp.shape.nbytes
+        other = _span(key, inp.shape.nbytes)
+        if span is not None and other is not None:
+            clash = span[0] == other[0] and other[1] < span[2] and span[1] < other[2]
         else:
             clash = key == out
         if clash:
