@@ -144,7 +144,20 @@ def gemm_for_dot(kb, dot, root):
 
     return G.Gemm(dtype, batch, M, N, 1, K, a_row, a_stride, b_elem, _tail_fn(kb, root, dot, multi_of),
                   kb.threads, a_row_stride=_merged_stride(lhs, lf),
-                  tail_streams=_tail_streams(kb, root, dot))
+                  tail_streams=_tail_streams(kb, root, dot), b_panels=_b_panels(kb, dot))
+
+
+def _b_panels(kb, dot):
+    """The rhs buffer of a dot whose rhs is already in the GEMM's packed panels, or None: a
+    ``[P, K, NR]`` kernel argument contracted along its dim 1, ``NR`` the GEMM's panel width,
+    no batch dims (what ``while-loop-gemm-packing`` makes of a loop-invariant rhs)."""
+    lhs, rhs = dot.operands
+    lb, lc, lf, rb, rc, rf = E.dot_parts(dot)
+    if (rhs not in kb.buffers or kb.buffers[rhs] is kb.out or lb or rb or rhs.shape.rank != 3
+            or tuple(rc) != (1,) or tuple(rf) != (0, 2)
+            or rhs.shape.dims[2] != G.panel_columns(rhs.shape.dtype)):
+        return None
+    return kb.buffers[rhs]
 
 
 
