@@ -65,10 +65,16 @@ class WhileLoopGemmPacking(HloPass):
         changed = False
         for comp in list(module.computations):
             for loop in [i for i in comp.instructions if i.opcode == "while"]:
-                if self._pack(comp, loop):
-                    WhileLoopInvariantCodeMotion()._hoist(comp, loop)
-                    WhileLoopSimplifier()._simplify(comp, loop)
-                    changed = True
+                changed |= self._pack(comp, loop)
+        if changed:
+            # The panels go before the loop, and before every enclosing loop that passes ``W``
+            # through as well (a scan inside a ``fori_loop``); then ``W`` leaves the states that
+            # no longer read it. (The fixed point before this pass left nothing else to hoist.)
+            licm = WhileLoopInvariantCodeMotion()
+            for _ in range(8):
+                if not licm.run(module):
+                    break
+            WhileLoopSimplifier().run(module)
         return changed
 
     def _candidates(self, loop):
