@@ -16,9 +16,10 @@ The pass rewrites such a dot so that its rhs *is* the packed layout, an ordinary
            d   = reshape(dot(h, W_p), [.., N])    # contracting W_p's dim 1, free dims (P, NR)
 
 ``W_p`` depends only on the invariant ``W``, so ``while-loop-invariant-code-motion`` (run
-here on the loop) computes it once before the loop and passes it in as one more state
-element -- its own buffer, live across the loop -- and ``while-loop-simplifier`` drops ``W``
-from the state when nothing else in the loop reads it. ``dot(h, W_p)`` is ``[.., P, NR]``, whose
+by this pass after the rewrite) computes it once before the loop -- before every enclosing
+loop that passes ``W`` through too -- and passes it in as one more state element: its own
+buffer, live across the loop. ``while-loop-simplifier`` then drops ``W`` from the state when
+nothing else in the loop reads it. ``dot(h, W_p)`` is ``[.., P, NR]``, whose
 row-major order is ``[.., N]``'s: the reshape moves no data. (A transposed ``W``, ``h @ W.T``
 as a backward pass multiplies, packs as ``transpose(reshape(W, [P, NR, K]), {0, 2, 1})``.)
 
