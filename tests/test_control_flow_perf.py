@@ -225,23 +225,25 @@ def test_loop_invariant_gemm_rhs_is_packed_once_before_the_loop(monkeypatch):
     h0 = r.standard_normal((B, H)).astype(np.float32)
     xs = r.standard_normal((T, B, H)).astype(np.float32)
 
+    Wc = (r.standard_normal((H, H)) / np.sqrt(H)).astype(np.float32)  # (closed over: a constant)
+
     def rnn(L, np_):
         def run(W, h0, xs):
             def cell(c, x):
-                h, g = c
-                return (np_.tanh(h @ W + x), np_.tanh(g @ W.T) * 0.5), None
+                h, g, k = c
+                return (np_.tanh(h @ W + x), np_.tanh(g @ W.T) * 0.5, np_.tanh(k @ Wc)), None
             # (the scan inside a loop: the panels go before both)
-            return L.fori_loop(0, 2, lambda i, c: L.scan(cell, c, xs)[0], (h0, h0))
+            return L.fori_loop(0, 2, lambda i, c: L.scan(cell, c, xs)[0], (h0, h0, h0))
         return run
     compiled = minixla.jit(rnn(lax, minixla.numpy)).lower(W, h0, xs).compile()
     text = compiled.as_text()
     entry = _split(text)[1]
     bodies = re.findall(r"\n%scan_body[^\n]*\n.*?\n}", text, re.S)
     packed = f"f32[2,{H},{nr}]"
-    assert len(bodies) == 2 and entry.count(f"{packed}{{2,1,0}} fusion(") == 2, entry  # the packings, first
-    assert not any(f"f32[{H},{H}]" in body for body in bodies), bodies    # W itself left the loop states
+    assert len(bodies) == 2 and entry.count(f"{packed}{{2,1,0}} fusion(") == 3, entry  # the packings, first
+    assert not any(f"f32[{H},{H}]" in body for body in bodies), bodies    # W, Wc left the loop states
     inner = next(body for body in bodies if " while(" not in body)
-    assert len(re.findall(rf"{re.escape(packed)}\S* get-tuple-element", inner)) == 2, inner  # read by the GEMMs
+    assert len(re.findall(rf"{re.escape(packed)}\S* get-tuple-element", inner)) == 3, inner  # read by the GEMMs
     assert "bpack" in compiled.executable.llvm_ir                      # (read in place when aligned)
     got = compiled(W, h0, xs)
     want = _jax_value(rnn(jax.lax, jnp), W, h0, xs)

@@ -29,7 +29,9 @@ piece in place instead of copying it. The K blocks, tiles and micro-kernel calls
 as with the copy, in the same order, so the result is bit-identical to the unpacked dot's.
 
 Taken for a float dot in a ``while`` body with no batch dims, a rank-2 rhs that the body
-passes through unchanged, one contracting dim, a non-invariant lhs (an invariant one is
+passes through unchanged or a constant (weights the function closes over, which
+``while-loop-constant-sinking`` moved into the body; the panels are then computed from the
+literal once per call, into the arena), one contracting dim, a non-invariant lhs (an invariant one is
 ``while-loop-invariant-code-motion``'s), and ``N`` a multiple of ``panel_columns`` (no padding
 panel). Runs once, after the simplification fixed point (``jit.py``), for the LLVM backend
 only: ``panel_columns`` is its register tile's width (``gemm.NV * lanes``); the JAX hand-off
@@ -87,7 +89,9 @@ class WhileLoopGemmPacking(HloPass):
             return []
         param = body.parameters[0]
 
-        def invariant(i):  # a state element the body passes through unchanged
+        def invariant(i):  # a state element the body passes through unchanged, or a constant
+            if i.opcode == "constant":  # (closed-over weights, sunk into the body)
+                return True
             if i.opcode != "get-tuple-element" or i.operands[0] is not param:
                 return False
             k = i.attrs["index"]
