@@ -110,6 +110,17 @@ def optimization_pipeline(after_pass=None) -> PassPipeline:
                                      FusionPass(), DeadCodeElimination(), MemoryScheduler()], after_top_level_pass)
 
 
+def backend_passes(backend) -> list:
+    """The passes a backend adds right after the simplification fixed point (XLA's
+    backend-specific pipeline): for LLVM, ``while-loop-gemm-packing`` with its GEMM's panel
+    width (a loop-invariant rhs packed once before the loop)."""
+    if backend != "llvm":
+        return []
+    from minixla.backends.llvm.gemm import panel_columns
+    from minixla.passes.while_loop_gemm_packing import WhileLoopGemmPacking
+    return [WhileLoopGemmPacking(panel_columns)]
+
+
 def _gc_paused(fn):
     """Run ``fn`` with Python's cyclic garbage collector paused (reference counting still frees
     memory; collection resumes afterwards). With JAX imported the heap holds ~300k objects and
@@ -186,6 +197,9 @@ class Lowered:
                 _verify(m, name)
             dumper.after_pass(name, m)
         pipeline = optimization_pipeline(after_pass)
+        pipeline.passes[1:1] = backend_passes(self.backend)
+        if self.backend != "llvm":  # (the row-major copy is for minixla's GEMM; XLA lays out its own)
+            pipeline.passes = [p for p in pipeline.passes if not isinstance(p, DotLhsRowMajor)]
         pipeline.run(module)
         if check and not (pipeline.log and pipeline.log[-1].changed):
             _verify(module, "the last pass (or one that reported no change)")

@@ -208,3 +208,59 @@ def test_dot_is_hoisted_past_the_size_limit_when_no_bigger_than_xs(monkeypatch):
         optimization_pipeline().run(module)
         body, entry = _split(module.to_string())
         assert (" dot(" in entry) == hoisted and body.count(" dot(") == (1 if hoisted else 2), (K, entry)
+
+
+def test_loop_invariant_gemm_rhs_is_packed_once_before_the_loop(monkeypatch):
+    # h @ W and h @ W.T with W passed through the loop: while-loop-gemm-packing lays W out in
+    # the GEMM's panels ([P, K, NR]) once before the loop, the body's GEMMs read them in place;
+    # values are JAX's and bit-identical to the unpacked program's (same blocks, same order)
+    import sys
+
+    from minixla.backends.llvm.gemm import panel_columns
+    jit_module = sys.modules["minixla.jit"]
+    nr = panel_columns(np.float32)
+    H, B, T = 2 * nr, 4, 5
+    r = np.random.default_rng(2)
+    W = (r.standard_normal((H, H)) / np.sqrt(H)).astype(np.float32)
+    h0 = r.standard_normal((B, H)).astype(np.float32)
+    xs = r.standard_normal((T, B, H)).astype(np.float32)
+
+    Wc = (r.standard_normal((H, H)) / np.sqrt(H)).astype(np.float32)  # (closed over: a constant)
+
+    def rnn(L, np_):
+        def run(W, h0, xs):
+            def cell(c, x):
+                h, g, k = c
+                return (np_.tanh(h @ W + x), np_.tanh(g @ W.T) * 0.5, np_.tanh(k @ Wc)), None
+            # (the scan inside a loop: the panels go before both)
+            return L.fori_loop(0, 2, lambda i, c: L.scan(cell, c, xs)[0], (h0, h0, h0))
+        return run
+    compiled = minixla.jit(rnn(lax, minixla.numpy)).lower(W, h0, xs).compile()
+    text = compiled.as_text()
+    entry = _split(text)[1]
+    bodies = re.findall(r"\n%scan_body[^\n]*\n.*?\n}", text, re.S)
+    packed = f"f32[2,{H},{nr}]"
+    assert len(bodies) == 2 and entry.count(f"{packed}{{2,1,0}} fusion(") == 3, entry  # the packings, first
+    assert not any(f"f32[{H},{H}]" in body for body in bodies), bodies    # W, Wc left the loop states
+    inner = next(body for body in bodies if " while(" not in body)
+    assert len(re.findall(rf"{re.escape(packed)}\S* get-tuple-element", inner)) == 3, inner  # read by the GEMMs
+    assert "bpack" in compiled.executable.llvm_ir                      # (read in place when aligned)
+    got = compiled(W, h0, xs)
+    want = _jax_value(rnn(jax.lax, jnp), W, h0, xs)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=2e-6, atol=2e-6)
+    monkeypatch.setattr(jit_module, "backend_passes", lambda backend: [])
+    plain = minixla.jit(rnn(lax, minixla.numpy)).lower(W, h0, xs).compile()
+    assert f"{packed}" not in plain.as_text()
+    for g, p in zip(got, plain(W, h0, xs)):
+        np.testing.assert_array_equal(g, p)
+    # a user's array already in that layout, not 64-byte aligned: its panels are copied as before
+    Wp = np.ascontiguousarray(W.reshape(H, 2, nr).transpose(1, 0, 2))
+    raw = np.empty(Wp.size + 1, np.float32)
+    unaligned = raw[1:] if raw.ctypes.data % 64 == 0 else raw[:-1]
+    unaligned = unaligned.reshape(Wp.shape)
+    unaligned[...] = Wp
+    dot = minixla.jit(lambda h, p: lax.dot_general(h, p, (((1,), (1,)), ((), ()))))
+    want = np.einsum("bk,pkn->bpn", h0.astype(np.float64), Wp.astype(np.float64))
+    for arg in (Wp, unaligned):
+        np.testing.assert_allclose(dot(h0, arg), want, rtol=2e-5, atol=2e-5)

@@ -260,7 +260,10 @@ def test_tail_streams_are_prefetched_and_change_no_bit(library, monkeypatch):
     x, g, w, b = randn(70, 45), randn(70, 104), randn(45, 104), randn(104)
     progs = {"sgd": (lambda x, g, w: w - 0.01 * (x.T @ g), (x, g, w), 1),
              "mask": (lambda x, g, w: (g @ w.T) * (x > 0), (x, g, w), 1),
-             "bias": (lambda x, g, w, b: mnp.maximum(x @ w + b, 0.0), (x, g[:, :45].T.copy(), w, b), 0)}
+             "bias": (lambda x, g, w, b: mnp.maximum(x @ w + b, 0.0), (x, g[:, :45].T.copy(), w, b), 0),
+             # step t of a stacked array (an RNN's hoisted x_t @ U): its block, t clamped
+             "slice": (lambda x, p, w, t: mnp.tanh(x @ w + lax.dynamic_slice(p, (t, 0, 0), (1, 70, 104))[0]),
+                       (x, randn(3, 70, 104), w, np.int32(5)), 1)}
     real = K.gemm_for_dot
     for name, (f, args, n_streams) in progs.items():
         seen = []
@@ -272,10 +275,14 @@ def test_tail_streams_are_prefetched_and_change_no_bit(library, monkeypatch):
         off = compiled(f, *args)
         monkeypatch.setattr(G, "TAIL_PREFETCH", True)
         assert seen == [n_streams, n_streams], name
-        assert [k["strategy"] for k in on.kernels()] == ["gemm-library" if library and name != "bias" else "gemm"]
+        assert [k["strategy"] for k in on.kernels()] == ["gemm-library" if library and name in ("sgd", "mask")
+                                                         else "gemm"]
         count = lambda exe: exe.optimized_llvm_ir.count("@llvm.prefetch")  # noqa: E731
         assert (count(on) > count(off)) == bool(n_streams), name
         np.testing.assert_array_equal(on(*args)[0], off(*args)[0])
+        if name == "slice":  # (t = 5 clamped to the last block, as XLA clamps it)
+            want = jnp.tanh(args[0] @ args[2] + jax.lax.dynamic_slice(args[1], (5, 0, 0), (1, 70, 104))[0])
+            np.testing.assert_allclose(on(*args)[0], want, rtol=2e-5, atol=2e-5)
 
 
 def test_column_reduce_under_an_elementwise_tail_is_a_reduce_kernel():

@@ -183,7 +183,9 @@ def lowered_cache_key(module, backend: str, donated=()) -> str:
     or clock (``minixla/passes`` reads no config; fusion's and buffer assignment's choices
     depend on shapes, opcodes and the donated parameters), and they iterate in program order,
     never in the order of ``id()`` s or hashes, so their output is the same in every process
-    (``tests/test_compilation_cache.py`` compares it). Everything else the optimized key holds
+    (``tests/test_compilation_cache.py`` compares it). (One backend pass reads the target:
+    ``while-loop-gemm-packing`` packs to the LLVM GEMM's panel width, a function of the CPU
+    and features that this document's ``target`` names.) Everything else the optimized key holds
     -- backend, donation, target, versions (minixla's source fingerprint covers the passes'
     code), code options -- is in this document too, with ``"stage": "lowered"`` keeping the
     two kinds of key apart. Even if a pass were not deterministic, any module it produced from

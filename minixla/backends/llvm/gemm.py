@@ -147,6 +147,13 @@ def lanes(dtype) -> int:
     return VECTOR_BYTES // np.dtype(dtype).itemsize
 
 
+def panel_columns(dtype) -> int | None:
+    """``NR``, the columns of one packed B panel (``NV`` vectors) for ``dtype``, or None if the
+    GEMM does not take it: the width ``while-loop-gemm-packing`` packs a loop-invariant rhs to
+    (``[P, K, NR]``, read in place: ``Gemm.b_panels``)."""
+    return NV * lanes(dtype) if supported_dtype(dtype) else None
+
+
 @dataclass
 class Gemm:
     """A GEMM to emit. The callables emit IR at the builder's position.
@@ -164,6 +171,11 @@ class Gemm:
       tail_streams: ``[(pointer, element type, bytes)]`` of the arrays the tail reads at the output
         element's own index (``out``'s ``[batch, M, N]`` layout); each tile prefetches its
         rows of them before its last K block (``TAIL_PREFETCH``).
+      b_panels: None, or a pointer to B already packed (``T == 1``, ``batch == 1``): ``[P, C, NR]``
+        with ``B(c, j0 + n)`` at ``(j0 / NR * C + c) * NR + n``, as ``while-loop-gemm-packing``
+        lays out a loop-invariant rhs once before the loop. Each K block's ``[cb, NR]`` piece of
+        a panel is then contiguous: the micro-kernel reads it in place instead of a copy
+        (``_Emitter.emit_panel_block``; bit-identical: the same blocks, tiles and order).
     """
     dtype: np.dtype
     batch: int
@@ -178,6 +190,7 @@ class Gemm:
     threads: int = 1
     a_row_stride: int | None = None
     tail_streams: list = ()
+    b_panels: object = None
 
     def __post_init__(self):
         self.lanes = lanes(self.dtype)
@@ -535,7 +548,26 @@ class _Emitter:
     def emit_panel_block(self, bb, row_lo, row_hi, j0, width: int, t0, tb, c0, cb, first, last):
         """One K block of the column panel at ``j0`` for rows ``[row_lo, row_hi)``: pack B, the tiles."""
         b, g = self.b, self.g
-        self.emit_pack(bb, t0, tb, c0, cb, j0, width)
+        stack_pack = self.pack
+        if g.b_panels is not None and width == g.NR:
+            # B comes packed (``Gemm.b_panels``): this block's piece is read in place. The
+            # micro-kernel's B loads are 64-byte aligned: a buffer that is not (a user's
+            # array in that layout, not one of the arena's) is copied as before.
+            piece = self.gep(g.b_panels, self.b_mul(self.b_add(self.b_mul(b.udiv(j0, T.i64(g.NR)), T.i64(g.C)),
+                                                               c0), T.i64(g.NR)))
+            aligned = b.icmp_unsigned("==", b.and_(b.ptrtoint(g.b_panels, T.I64), T.i64(63)), T.i64(0))
+            with if_then(b, b.not_(aligned), "bpack"):
+                self.emit_pack(bb, t0, tb, c0, cb, j0, width)
+            self.pack = b.select(aligned, piece, stack_pack)
+        else:
+            self.emit_pack(bb, t0, tb, c0, cb, j0, width)
+        try:
+            self._emit_block_tiles(bb, row_lo, row_hi, j0, width, t0, tb, c0, cb, first, last)
+        finally:
+            self.pack = stack_pack
+
+    def _emit_block_tiles(self, bb, row_lo, row_hi, j0, width: int, t0, tb, c0, cb, first, last):
+        b, g = self.b, self.g
         mr = g.tile_rows(width)
         n_full = b.udiv(b.sub(row_hi, row_lo), T.i64(mr))
         with for_loop(b, 0, n_full, "mt") as i:
