@@ -13,9 +13,10 @@ selected per element; ``lam = 0`` gives 0.
   ``log(v inv_alpha / (a / us^2 + b)) <= -lam + k log lam - lgamma(k + 1)``.
 
 The keys are split as JAX splits them and the ops are JAX's, in its order, so the draws are
-``jax.random.poisson``'s bits. XLA contracts four of JAX's products into FMAs when it compiles
-``_poisson`` (``b``, ``a``, ``k``'s ``(...) u + lam`` and ``t``'s ``k log lam - lam``): they are
-explicit ``lax.fma`` s here.
+``jax.random.poisson``'s bits. What XLA does to JAX's ops when it compiles ``_poisson`` is
+explicit here (read from its optimized HLO): the products it contracts into FMAs (``b``, ``a``,
+``k``'s ``(...) u + lam``, ``t``'s ``k log lam - lam``) are ``lax.fma`` s, and ``b - 3.4``,
+``b - 2`` are written as its simplifier folds them.
 """
 from __future__ import annotations
 
@@ -66,10 +67,13 @@ def _knuth(key, lam, shape, dtype):
 
 def _rejection(key, lam, shape, dtype):
     log_lam = lax.log(lam)
-    b = lax.fma(_f(2.53), lax.sqrt(lam), _f(0.931))
+    sqrt_lam = lax.sqrt(lam)
+    b = lax.fma(_f(2.53), sqrt_lam, _f(0.931))
     a = lax.fma(_f(0.02483), b, _f(-0.059))
-    inv_alpha = lax.add(_f(1.1239), lax.div(_f(1.1328), lax.sub(b, _f(3.4))))
-    v_r = lax.sub(_f(0.9277), lax.div(_f(3.6224), lax.sub(b, _f(2))))
+    # ``b - 3.4`` and ``b - 2`` as XLA folds them, ``2.53 sqrt(lam) + (0.931 - 3.4)``: its
+    # simplifier merges the two constants (in float32), then the product contracts
+    inv_alpha = lax.add(_f(1.1239), lax.div(_f(1.1328), lax.fma(_f(2.53), sqrt_lam, _f(0.931) - _f(3.4))))
+    v_r = lax.sub(_f(0.9277), lax.div(_f(3.6224), lax.fma(_f(2.53), sqrt_lam, _f(0.931) - _f(2))))
     two_a, neg_lam = lax.mul(_f(2), a), lax.neg(lam)
 
     def body(carry):
