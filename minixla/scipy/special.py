@@ -100,7 +100,7 @@ def _zeta_series_expansion(x, q):
     nd = get_aval(a).ndim
     k = np.arange(n, dtype=dt).reshape((1,) * nd + (n,))
     S = mnp.sum((a_ + k) ** -s_, -1)
-    I = lax.div((a + N) ** (one - s), s - one)
+    integral = lax.div((a + N) ** (one - s), s - one)
     T0 = (a + N) ** -s
     m = np.arange(2 * n, dtype=dt).reshape((1,) * get_aval(s).ndim + (2 * n,))
     s_over_a = (s_ + m) / (a_ + N)
@@ -109,7 +109,7 @@ def _zeta_series_expansion(x, q):
     coefs = np.asarray(_BERNOULLI_COEFS[:get_aval(T1).shape[-1]], dt).reshape((1,) * nd + (-1,))
     T1 = T1 / coefs
     T = T0 * (np.asarray(0.5, dt) + T1.sum(-1))
-    return S + I + T
+    return S + integral + T
 
 
 _zeta.defjvp(lambda primals, tangents: _jvp(_zeta_series_expansion, primals, tangents))
