@@ -259,3 +259,29 @@ def test_nn_initializers_as_jax():
         np.testing.assert_array_equal(_bits(got), _bits(ji.he_uniform()(jkey, (6, 5))))
     with pytest.raises(ValueError, match="invalid mode"):
         mi.variance_scaling(1., "fan_bad", "normal")(key, (2, 2))
+
+
+#: Poisson rates: 0, Knuth's range (below 10, NaN), the rejection range (10 and up)
+POISSON_LAM = np.array([0., 0.01, 0.5, 1., 3., 7.5, 9.99, np.nan, 10., 12., 25., 100., 1e3, 1e4, 3e5, 2.],
+                       np.float32)
+
+
+def test_poisson_bit_identical():
+    """``poisson`` (Knuth's loop below lam = 10 and for NaN, transformed rejection above; -1 at
+    NaN, 0 at 0) gives ``jax.random.poisson``'s integers: eagerly (a ``jit`` of ``_poisson``
+    as JAX's, compiled on LLVM) for two raw keys and a typed one, and on the hand-off
+    (``MINIXLA_DEEP_FUZZ=1``: another ~4 s compile)."""
+    lam = POISSON_LAM
+    for seed in (SEED, 11):
+        want = np.asarray(jr.poisson(jr.PRNGKey(seed), lam, (8, 16)))
+        np.testing.assert_array_equal(mr.poisson(mr.PRNGKey(seed), lam, (8, 16)), want, err_msg=f"seed {seed}")
+    assert mr.poisson(mr.key(SEED), lam, (8, 16)).dtype == want.dtype == np.int32
+    np.testing.assert_array_equal(mr.poisson(mr.key(11), lam, (8, 16)), want)
+    assert (want[:, 0] == 0).all() and (want[:, 7] == -1).all()
+    if os.environ.get("MINIXLA_DEEP_FUZZ"):
+        got = minixla.jit(lambda k, l: mr.poisson(k, l, (8, 16)), backend="jax")(mr.PRNGKey(11), lam)
+        np.testing.assert_array_equal(got, want)
+    with pytest.raises(ValueError, match="int dtype"):
+        mr.poisson(_key(), 3., dtype=np.float32)
+    with pytest.raises(ValueError):
+        mr.poisson(_key(), np.ones(3, np.float32), (2,))

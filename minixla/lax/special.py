@@ -159,7 +159,8 @@ def polygamma(m, x):
 
 def zeta(x, q):
     """The Hurwitz zeta function ``sum_k (q + k)^-x`` (``jax.lax.zeta``): float arrays of one
-    dtype; ``+inf`` at ``x = 1``, NaN for ``x < 1``. Not differentiable (as JAX)."""
+    dtype; ``+inf`` at ``x = 1``, NaN for ``x < 1``. Not differentiable (as JAX's: its
+    ``jax.scipy.special.zeta`` is, through a series, as ``minixla.scipy.special.zeta``)."""
     return _bind(zeta_p, x, q)
 
 

@@ -293,7 +293,8 @@ class AlgebraicSimplifier(HloPass):
             composed = []
             for (s1, _, st1), (s2, l2, st2), n in zip(x.attrs["slice"], spec, instr.shape.dims):
                 start, stride = s1 + s2 * st1, st1 * st2
-                composed.append((start, start + (n - 1) * stride + 1 if n else start, stride))
+                # (an empty range is [0:0:1]: its composed start may lie past the dim's end)
+                composed.append((start, start + (n - 1) * stride + 1, stride) if n else (0, 0, 1))
             return self._emit("slice", instr.shape, [x.operands[0]], instr, slice=tuple(composed))
         return self._of_scalar_broadcast(instr)  # S5
 

@@ -14,7 +14,8 @@ there a few percent of those values differ in the last bits).
   ``randint``, ``categorical``, ``gumbel``, ``permutation``, ``choice``, ``exponential``,
   ``laplace``, ``logistic``, ``rademacher``; the gamma family (``minixla.random.gamma``):
   ``gamma``, ``loggamma``, ``beta``, ``dirichlet``, ``chisquare``, ``t`` (Marsaglia-Tsang
-  rejection loops, the keys split as JAX splits them)
+  rejection loops, the keys split as JAX splits them); ``poisson`` (``minixla.random.poisson``:
+  Knuth's method below ``lam = 10``, transformed rejection above, ``while_loop`` s under jit)
 
 Everything is built from ``minixla.lax`` ops (the hash is ``threefry.threefry2x32``), so it
 traces, lowers, fuses and differentiates like any other code.
@@ -28,8 +29,9 @@ from minixla.random.samplers import (bernoulli, bits, categorical, exponential, 
                                      truncated_normal, uniform)
 from minixla.random.threefry import threefry2x32, threefry_2x32  # noqa: F401
 from minixla.random.gamma import beta, chisquare, dirichlet, gamma, loggamma, t  # noqa: F401
+from minixla.random.poisson import poisson  # noqa: F401
 
 __all__ = ["PRNGKey", "PRNGKeyArray", "key", "split", "fold_in", "key_data", "wrap_key_data",
            "key_impl", "bits", "uniform", "normal", "truncated_normal", "bernoulli", "randint",
            "categorical", "gumbel", "permutation", "choice", "exponential", "laplace", "logistic", "rademacher",
-           "gamma", "loggamma", "beta", "dirichlet", "chisquare", "t", "threefry2x32", "threefry_2x32"]
+           "gamma", "loggamma", "beta", "dirichlet", "chisquare", "t", "poisson", "threefry2x32", "threefry_2x32"]
