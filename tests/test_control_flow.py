@@ -158,6 +158,12 @@ JAXPR_CASES = {
     "map": (lambda L: lambda x: L.map(lambda a: a * 2, x), (np.ones(3, np.float32),)),
     "cond": (lambda L: lambda x: L.cond(x > 0, lambda a: a * 2, lambda a: a - 1, x), (np.float32(1),)),
     "scan_none": (lambda L: lambda x: L.scan(lambda c, _: (c * 2, None), x, None, length=3, reverse=True), (1.0,)),
+    # a carry returned unchanged becomes a const and a y that is an x is xs itself (JAX's forwarding)
+    "scan_forwarded": (lambda L: lambda w, xs: L.scan(lambda c, x: ((c[0], c[1] * c[0] + x), (c[1], x)), (w, w), xs),
+                       (np.float32(1.5), np.ones(3, np.float32))),
+    # an output every branch returns as the same operand is that operand (JAX's passthrough pruning)
+    "cond_passthrough": (lambda L: lambda x, y: L.cond(x > 0, lambda a, b: (a, b * 2, b), lambda a, b: (a, b + 1, a),
+                                                       x, y), (np.float32(1), np.float32(2))),
 }
 
 
@@ -331,6 +337,7 @@ def test_loop_bounds_carries_and_messages_as_jax():
         lambda L: L.scan(lambda c, x: (x, x), 0, xs[:, 0] > 0),  # 0 stays int32 against a bool body
         lambda L: L.scan(lambda c, x: (c, x), 0.0, 1.0),
         lambda L: L.scan(lambda c, x: (c, x), 0.0, (xs, xs[:2]), length=3),
+        lambda L: L.scan(lambda c, x: (c, x), 0.0, xs, unroll=-1),
         lambda L: L.cond(True, lambda: np.float32(1), lambda: np.int32(1)),
         lambda L: L.cond(True, lambda: (1.0, 2.0), lambda: (1.0,)),
         lambda L: L.cond(True, lambda: {"a": xs, "b": xs}, lambda: {"a": xs[0], "b": xs.astype(np.int32)}),

@@ -149,6 +149,7 @@ def test_grad_jaxpr_of_loops_and_branches_has_no_dead_equations_or_unread_residu
     gradients, no dead equation in a re-traced body or branch (the primal values a tangent or
     transposed body recomputes and does not return), and a fori_loop's counter is not saved as
     a residual: its forward scan returns what JAX's does (counter, carry, the saved carry)."""
+    from minixla.interpreters.eval import eval_jaxpr
     def scan1(L, np_):
         return lambda x: (lambda c, ys: c + ys.sum())(*L.scan(lambda c, a: (np_.sin(c) * a, c * a), x, np_.arange(3.0) + 0.5))
 
@@ -161,16 +162,28 @@ def test_grad_jaxpr_of_loops_and_branches_has_no_dead_equations_or_unread_residu
     def fori(L, np_):
         return lambda x: L.fori_loop(0, 3, lambda i, c: c * c + 1.0, x)
 
+    def scan_fwd(L, np_):  # a carry returned unchanged is a const: not carried, not saved per step
+        def f(w):
+            (_, h), ys = L.scan(lambda c, x: ((c[0], np_.sin(c[1] * c[0]) + x), (c[1], x)), (w, 1.0), np_.arange(3.0))
+            return h + ys[0].sum() + ys[1].sum()
+        return f
+
     def branches(L, np_):
         return lambda x: (L.cond(x > 1.0, lambda y: np_.sin(y) * y, lambda y: np_.cos(y), x)
                           + L.switch(1, [np_.exp, lambda y: y * y, np_.log], x))
     # jax.grad(f)(1.5) with jax 0.10.2, pinned: JAX's eager scans compile each (~1.5 s a function)
-    pinned = {scan1: 0.7572875618934631, scan2: 0.5497319102287292, fori: 450.9375, branches: 4.10360050201416}
+    pinned = {scan1: 0.7572875618934631, scan2: 0.5497319102287292, fori: 450.9375,
+              scan_fwd: -1.9450996, branches: 4.10360050201416}
     for build, value in pinned.items():
         got = minixla.make_jaxpr(minixla.grad(build(lax, mnp)))(1.5)
+        want = jax.make_jaxpr(jax.grad(build(jax.lax, jnp)))(1.5)
         assert _dead_equations(got) == [], (build.__name__, str(got))
-        np.testing.assert_allclose(minixla.grad(build(lax, mnp))(1.5), value, rtol=1e-6)
+        np.testing.assert_allclose(eval_jaxpr(got.jaxpr, got.consts, [1.5])[0], value, rtol=1e-6)
+
+        def scans(closed):
+            return [(e.params["num_consts"], e.params["num_carry"]) for e in closed.jaxpr.eqns
+                    if e.primitive.name == "scan"]
+        assert scans(got) == scans(want), (build.__name__, str(got))
         if build is fori:
-            want = jax.make_jaxpr(jax.grad(build(jax.lax, jnp)))(1.5)
             assert [len(e.outvars) for e in got.jaxpr.eqns if e.primitive.name == "scan"] == \
                 [len(e.outvars) for e in want.jaxpr.eqns if e.primitive.name == "scan"]

@@ -329,8 +329,33 @@ def _bind_branches(api, index, funs, operands, names, order=None):
         cvars = [own.get(id(c)) or Var(a) for c, a in zip(all_consts, const_avals)]
         j = jaxpr.jaxpr
         branches.append(ClosedJaxpr(Jaxpr([], cvars + j.invars[len(consts):], j.eqns, j.outvars), []))
-    outs = cond_p.bind(index, *all_consts, *ops, branches=tuple(branches))
-    return tree_util.tree_unflatten(trees[0], outs)
+    # An output every branch returns as the same input unchanged is that input (JAX's pruning
+    # of passthrough outputs): the cond neither computes nor, under grad, saves it.
+    fwd = [{_forward_index(b.jaxpr, k) for b in branches} for k in range(len(branches[0].out_avals))]
+    fwd = [f.pop() if len(f) == 1 else None for f in fwd]
+    keep = [f is None for f in fwd]
+    inputs = all_consts + ops
+    outs = iter(())
+    if any(keep):
+        branches = [ClosedJaxpr(Jaxpr(b.jaxpr.constvars, b.jaxpr.invars, b.jaxpr.eqns,
+                                      [v for v, k in zip(b.jaxpr.outvars, keep) if k]), b.consts)
+                    for b in branches]
+        outs = iter(cond_p.bind(index, *inputs, branches=tuple(branches)))
+    from minixla import numpy as mnp
+    return tree_util.tree_unflatten(trees[0], [next(outs) if f is None else _unaliased(mnp.asarray(inputs[f]))
+                                               for f in fwd])
+
+
+def _unaliased(x):
+    """A forwarded input as a loop's or branch's result: a concrete NumPy array is copied (an
+    eager result must not alias the caller's mutable array, as JAX's immutable ones cannot)."""
+    return x.copy() if isinstance(x, np.ndarray) else x
+
+
+def _forward_index(jaxpr, k):
+    """The position of the input that ``jaxpr``'s output ``k`` is (unchanged), else None."""
+    v = jaxpr.outvars[k]
+    return next((i for i, u in enumerate(jaxpr.invars) if u is v), None)
 
 
 def switch(index, branches, *operands, operand=None):
@@ -455,7 +480,7 @@ def while_loop(cond_fun, body_fun, init_val):
                                                                      len(cond_consts))
     outs = iter(while_p.bind(*cond_consts, *body_consts, *leaves, body_jaxpr=body, body_nconsts=len(body_consts),
                              cond_jaxpr=cond_j, cond_nconsts=len(cond_consts)))
-    outs = [m if m is not None else next(outs) for m in moved]
+    outs = [_unaliased(m) if m is not None else next(outs) for m in moved]
     return tree_util.tree_unflatten(out_tree, outs)
 
 
@@ -616,6 +641,8 @@ def _scan(f, init, xs, length, reverse, unroll, carry_name):
     length = _scan_length(x_leaves, x_avals, length)
     if isinstance(unroll, bool):
         unroll = max(length, 1) if unroll else 1
+    if unroll < 0:
+        raise errors.StaticArgumentError("`unroll` must be a `bool` or a non-negative `int`.")
     carry_avals = _avals_of(carry_leaves)
     slice_avals = [a.update(shape=a.shape[1:]) for a in x_avals]
     in_tree = tree_util.tree_structure((init, xs))
@@ -647,11 +674,39 @@ def _scan(f, init, xs, length, reverse, unroll, carry_name):
             jaxpr, consts, top, c_tree, y_tree = trace(carry_avals)
     _check_carry("scan body", carry_name, carry_tree, c_tree, carry_avals,
                  jaxpr.out_avals[:c_tree.num_leaves])
-    res = scan_p.bind(*consts, *carry_leaves, *x_leaves, jaxpr=jaxpr, length=length,
-                      num_carry=n_carry, num_consts=len(consts), reverse=bool(reverse), unroll=int(unroll))
+    res = _bind_scan_forwarded(jaxpr, consts, carry_leaves, x_leaves, length, bool(reverse), int(unroll))
     carry_out = tree_util.tree_unflatten(c_tree, res[:n_carry])
     ys = tree_util.tree_unflatten(y_tree, res[n_carry:])
     return tree_util.tree_unflatten(top, [carry_out, ys])
+
+
+def _bind_scan_forwarded(jaxpr, consts, carry, xs, length, reverse, unroll):
+    """Bind ``scan`` as JAX's front end does: a carry the body returns unchanged is read-only,
+    so it becomes a leading const (its result is its initial value), and a ``y`` that is an
+    ``x`` unchanged is not stacked again (its result is ``xs`` itself). So neither is carried
+    or copied per step, nor saved per step as a residual under ``grad``. Returns the carries
+    then the ``ys``, as the scan would."""
+    j = jaxpr.jaxpr
+    nk, nc = len(consts), len(carry)
+    c_in, x_in = j.invars[nk:nk + nc], j.invars[nk + nc:]
+    move = [j.outvars[i] is v for i, v in enumerate(c_in)]
+    x_ids = {v.id: k for k, v in enumerate(x_in)}
+    y_fwd = [x_ids.get(v.id) if isinstance(v, Var) else None for v in j.outvars[nc:]]
+    if not any(move) and all(f is None for f in y_fwd):
+        return scan_p.bind(*consts, *carry, *xs, jaxpr=jaxpr, length=length, num_carry=nc, num_consts=nk,
+                           reverse=reverse, unroll=unroll)
+    keep = [not m for m in move]
+    invars = ([v for v, m in zip(c_in, move) if m] + list(j.invars[:nk])
+              + [v for v, k in zip(c_in, keep) if k] + list(x_in))
+    outvars = ([v for v, k in zip(j.outvars[:nc], keep) if k]
+               + [v for v, f in zip(j.outvars[nc:], y_fwd) if f is None])
+    body = ClosedJaxpr(Jaxpr(j.constvars, invars, j.eqns, outvars), jaxpr.consts)
+    moved = [c for c, m in zip(carry, move) if m]
+    out = iter(scan_p.bind(*moved, *consts, *[c for c, k in zip(carry, keep) if k], *xs, jaxpr=body,
+                           length=length, num_carry=sum(keep), num_consts=len(moved) + nk, reverse=reverse,
+                           unroll=unroll))
+    carry_out = [next(out) if k else _unaliased(c) for c, k in zip(carry, keep)]
+    return carry_out + [next(out) if f is None else _unaliased(xs[f]) for f in y_fwd]
 
 
 def scan(f, init, xs=None, length=None, reverse=False, unroll=1):
