@@ -318,6 +318,9 @@ def test_loop_bounds_carries_and_messages_as_jax():
     i8 = np.arange(3, dtype=np.int8)
     c, ys = minixla.vmap(lambda w: lax.scan(lambda c, x: (c * w + x, c), 0, i8))(i8)
     assert c.dtype == ys.dtype == np.int8 and c.tolist() == [2, 3, 4] and ys.tolist() == [[0, 0, 1]] * 3
+    # operand=None is an operand; JAX's deprecated cond(pred, x_true, f_true, x_false, f_false)
+    assert bool(lax.cond(True, lambda a: a is None, lambda a: False, operand=None))
+    assert lax.cond(False, 1.0, lambda x: x + 1, 2.0, lambda x: x * 3) == 6.0
     for bounds in ((0.0, 3.0), (np.float32(0), np.float32(2.5)), (False, True), (np.int8(1), 3)):
         want = jax.lax.fori_loop(*bounds, lambda i, c: c + i, 0.5)
         got = lax.fori_loop(*bounds, lambda i, c: c + i, 0.5)
@@ -344,6 +347,12 @@ def test_loop_bounds_carries_and_messages_as_jax():
         lambda L: L.switch(1, [lambda: np.float32(1), lambda: np.int32(1), lambda: np.int32(1)]),
         lambda L: L.switch(True, [lambda: 1.0, lambda: 2.0]),
         lambda L: L.cond("a", lambda: 1.0, lambda: 2.0),
+        lambda L: L.cond(None, lambda: 1.0, lambda: 2.0),
+        lambda L: L.cond(True, 1.0, 2.0),
+        lambda L: L.cond(True, lambda a: a, lambda a: a, 1.0, operand=2.0),
+        lambda L: L.switch(0, [lambda: 1.0, 2.0]),
+        lambda L: L.while_loop(lambda c: c < 1, 1.0, 0),
+        lambda L: L.fori_loop(0, 3, None, 0),
         lambda L: L.associative_scan(lambda a, b: a + b, (xs[:, 0], xs[:2, 0])),
         lambda L: L.associative_scan(lambda a, b: a + b, xs, axis=2),  # (was taken as axis % ndim)
         lambda L: L.associative_scan(lambda a, b: a + b, np.float32(1)),

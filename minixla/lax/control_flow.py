@@ -49,6 +49,8 @@ def _prim(name):
     return p
 
 
+_NO_OPERAND = object()  # (``operand=None`` is an operand, as in JAX)
+
 cond_p = _prim("cond")
 while_p = _prim("while")
 scan_p = _prim("scan")
@@ -358,7 +360,16 @@ def _forward_index(jaxpr, k):
     return next((i for i, u in enumerate(jaxpr.invars) if u is v), None)
 
 
-def switch(index, branches, *operands, operand=None):
+def _one_operand(operand, operands):
+    if operand is _NO_OPERAND:
+        return operands
+    if operands:
+        raise errors.DTypeError(f"if 'operand' keyword is passed then no positional operands can be "
+                                f"passed, got {operand=} and positional operands {operands}")
+    return (operand,)
+
+
+def switch(index, branches, *operands, operand=_NO_OPERAND):
     """Run ``branches[index](*operands)`` (``jax.lax.switch``).
 
     ``index`` is an integer scalar, clamped to ``[0, len(branches) - 1]`` (an out-of-range index
@@ -370,10 +381,11 @@ def switch(index, branches, *operands, operand=None):
     path; JAX's ``branch 0``/``branch1`` names included).
     """
     from minixla import lax
-    if operand is not None:
-        operands = (operand,)
-    _index_scalar_check(index)
     branches = list(branches)
+    if not all(callable(b) for b in branches):
+        raise errors.DTypeError("lax.switch: branches argument should be a sequence of callables.")
+    operands = _one_operand(operand, operands)
+    _index_scalar_check(index)
     if not branches:
         raise errors.ShapeError("Empty branch sequence")
     if len(branches) == 1:
@@ -384,7 +396,7 @@ def switch(index, branches, *operands, operand=None):
     return _bind_branches("switch", index, branches, operands, names)
 
 
-def cond(pred, true_fun, false_fun, *operands, operand=None):
+def cond(pred, true_fun, false_fun, *operands, operand=_NO_OPERAND):
     """``true_fun(*operands)`` if ``pred`` else ``false_fun(*operands)`` (``jax.lax.cond``).
 
     ``pred`` is a scalar (bool, or a number compared with 0). Both functions are traced and
@@ -394,8 +406,15 @@ def cond(pred, true_fun, false_fun, *operands, operand=None):
     ``DTypeError`` for outputs of different types, with JAX's messages naming the path.
     """
     from minixla import lax
-    if operand is not None:
-        operands = (operand,)
+    if not (callable(true_fun) and callable(false_fun)):
+        if callable(false_fun) and len(operands) == 2 and callable(operands[1]):
+            # JAX's deprecated form: cond(pred, true_operand, true_fun, false_operand, false_fun)
+            x_true, f_true, x_false, f_false = true_fun, false_fun, *operands
+            return cond(pred, lambda x, _: f_true(x), lambda _, x: f_false(x), x_true, x_false)
+        raise errors.DTypeError("lax.cond: true_fun and false_fun arguments should be callable.")
+    operands = _one_operand(operand, operands)
+    if pred is None:
+        raise errors.DTypeError("cond predicate is None")
     if isinstance(pred, (str, bytes, list, tuple, dict)):
         raise errors.ShapeError(f"Pred must be a scalar, got {pred} of type {type(pred)}")
     aval = get_aval(pred)
@@ -464,6 +483,8 @@ def while_loop(cond_fun, body_fun, init_val):
     in JAX; a carry the body returns unchanged and ``cond_fun`` does not read becomes a body
     const (JAX's forwarding), so carrying a linear value along does not stop reverse mode.
     """
+    if not (callable(body_fun) and callable(cond_fun)):
+        raise errors.DTypeError("lax.while_loop: body_fun and cond_fun arguments should be callable.")
     leaves, carry_tree = tree_util.tree_flatten(init_val)
     in_tree = tree_util.tree_structure((init_val,))
     in_avals = _avals_of(leaves)
@@ -549,6 +570,8 @@ def fori_loop(lower, upper, body_fun, init_val, *, unroll=None):
     ``scan``/``while_loop``.
     """
     from minixla import lax
+    if not callable(body_fun):
+        raise errors.DTypeError("lax.fori_loop: body_fun argument should be callable.")
     dtype = _fori_dtype(lower, upper)
     lo, hi = _concrete_int(lower), _concrete_int(upper)
     if lo is not None and hi is not None:
