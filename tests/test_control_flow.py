@@ -5,6 +5,7 @@ reference) and with ``minixla.lax`` eagerly, under ``minixla.jit`` on the LLVM b
 JAX hand-off. The jaxprs print as JAX's; the HLO (``while``/``conditional``/``tuple``/
 ``get-tuple-element``) round-trips through the parser, verifies and evaluates to JAX's values.
 """
+import functools
 import re
 
 import jax
@@ -93,7 +94,20 @@ def _int_and_bool(L, x):
     return L.while_loop(lambda c: c[0] < 1000, body, (x, np.bool_(True), np.uint8(7)))
 
 
+def _weak_carries(L, x16, n):
+    # A weakly typed initial carry (a Python scalar) takes the body's type, as JAX's
+    # ``_promote_weak_typed_input``: scan, static fori (a scan), traced fori (a while under
+    # jit), while_loop; a Python-int lower bound keeps the index weak (``c + i`` stays int8).
+    def at(i):  # (x16[i] for a traced i)
+        return L.dynamic_index_in_dim(x16, i, keepdims=False)
+    return (L.scan(lambda c, x: (c + x, c * 2), 0, x16), L.scan(lambda c, x: (c + x, c), 0, x16.astype(np.int8)),
+            L.fori_loop(0, 3, lambda i, c: c + x16[0], 0), L.fori_loop(0, n, lambda i, c: c + at(i), 0.0),
+            L.fori_loop(0, n, lambda i, c: c + i, np.int8(1)),
+            L.while_loop(lambda c: c[0] < 3, lambda c: (c[0] + 1, c[1] + at(c[0])), (0, 0)))
+
+
 PROGRAMS = {
+    "weak_carries": (_weak_carries, (np.array([1.5, -2.25, 3.0, 0.5], np.float16), np.int32(3))),
     "cond_pytree": (_cond_pytree, (F,)), "cond_pytree_false": (_cond_pytree, (-F,)),
     "switch": (_switch, (F,)), "while_pytree": (_while_pytree, (F,)),
     "while_zero_trip": (_while_zero_trip, (F,)), "fori": (_fori, (F, np.int32(4))),
@@ -113,11 +127,19 @@ def _check(got, want):
         np.testing.assert_allclose(g, w, rtol=2e-6, atol=1e-6)
 
 
+@functools.lru_cache(maxsize=None)
+def _jax_eager(name):
+    """JAX eager's result for ``PROGRAMS[name]``, computed once for the three modes (JAX's eager
+    loops compile each time they run)."""
+    prog, args = PROGRAMS[name]
+    return prog(jax.lax, *args)
+
+
 @pytest.mark.parametrize("name", sorted(PROGRAMS))
 @pytest.mark.parametrize("mode", ["eager", "llvm", "jax"])
 def test_matches_jax_eager(name, mode):
     prog, args = PROGRAMS[name]
-    want = prog(jax.lax, *args)
+    want = _jax_eager(name)
     if mode == "eager":
         got = prog(lax, *args)
     else:
@@ -136,6 +158,12 @@ JAXPR_CASES = {
     "map": (lambda L: lambda x: L.map(lambda a: a * 2, x), (np.ones(3, np.float32),)),
     "cond": (lambda L: lambda x: L.cond(x > 0, lambda a: a * 2, lambda a: a - 1, x), (np.float32(1),)),
     "scan_none": (lambda L: lambda x: L.scan(lambda c, _: (c * 2, None), x, None, length=3, reverse=True), (1.0,)),
+    # a carry returned unchanged becomes a const and a y that is an x is xs itself (JAX's forwarding)
+    "scan_forwarded": (lambda L: lambda w, xs: L.scan(lambda c, x: ((c[0], c[1] * c[0] + x), (c[1], x)), (w, w), xs),
+                       (np.float32(1.5), np.ones(3, np.float32))),
+    # an output every branch returns as the same operand is that operand (JAX's passthrough pruning)
+    "cond_passthrough": (lambda L: lambda x, y: L.cond(x > 0, lambda a, b: (a, b * 2, b), lambda a, b: (a, b + 1, a),
+                                                       x, y), (np.float32(1), np.float32(2))),
 }
 
 
@@ -256,8 +284,112 @@ def test_errors_match_jax():
     assert "Index type must be an integer" in _error(lambda: lax.switch(1.5, [lambda a: a, lambda a: a], 1.0))
     assert "Empty branch sequence" in _error(lambda: lax.switch(1, [], 1.0))
     # the same errors while tracing under jit
-    m = _error(lambda: minixla.jit(lambda v: lax.while_loop(lambda c: c < 3, lambda c: c[:2], v))(x))
+    m = _error(lambda: minixla.jit(lambda v: lax.while_loop(lambda c: c[0] < 3, lambda c: c[:2], v))(x))
     assert "so the shapes do not match" in m
+    # (JAX checks cond_fun's output before the carry)
+    m = _error(lambda: minixla.jit(lambda v: lax.while_loop(lambda c: c < 3, lambda c: c[:2], v))(x))
+    assert "cond_fun must return a boolean scalar, but got output type(s) [ShapedArray(bool[3])]." in m
+
+
+def _jax_message(fn):
+    """``fn(L)`` raises with ``L = jax.lax`` and with minixla's ``lax``: the same exception
+    class (or a subclass) and the same message, minixla's without its ``api:`` prefix and its
+    operands/at lines (JAX prints neither) and with its own class names where JAX names its."""
+    raised = []
+    for L in (jax.lax, lax):
+        with pytest.raises((TypeError, ValueError)) as info:
+            fn(L)
+        m = "\n".join(ln for ln in str(info.value).split("\n") if not ln.startswith(("  operands: ", "  at: ")))
+        raised.append((info.value, re.sub(r"^[a-z_]+: ", "", m)))
+    (jax_err, want), (err, got) = raised
+    assert isinstance(err, type(jax_err)), (type(err), type(jax_err))
+    want = want.replace("jax._src.core.ShapedArray", "minixla.core.avals.ShapedArray").replace("JitTracer(", "Tracer(")
+    assert got == want, (got, want)
+
+
+def test_loop_bounds_carries_and_messages_as_jax():
+    """fori_loop's bound rule (equal dtypes, or signed ints with one Python int; float and
+    bool bounds run), and JAX's messages for changed carry structures/types, non-pair scan
+    bodies, branch outputs, bad predicates/indices, eagerly and under jit."""
+    xs = np.ones((3, 2), np.float32)
+    # a weak initial carry under grad and vmap (jax.grad / jax.vmap of the same, pinned)
+    g = minixla.grad(lambda w: lax.fori_loop(0, 3, lambda i, c: c * w + 1.0, 0.0))(np.float16(1.5))
+    assert g.dtype == np.float16 and g == 4.0
+    i8 = np.arange(3, dtype=np.int8)
+    c, ys = minixla.vmap(lambda w: lax.scan(lambda c, x: (c * w + x, c), 0, i8))(i8)
+    assert c.dtype == ys.dtype == np.int8 and c.tolist() == [2, 3, 4] and ys.tolist() == [[0, 0, 1]] * 3
+    # operand=None is an operand; JAX's deprecated cond(pred, x_true, f_true, x_false, f_false)
+    assert bool(lax.cond(True, lambda a: a is None, lambda a: False, operand=None))
+    assert lax.cond(False, 1.0, lambda x: x + 1, 2.0, lambda x: x * 3) == 6.0
+    for bounds in ((0.0, 3.0), (np.float32(0), np.float32(2.5)), (False, True), (np.int8(1), 3)):
+        want = jax.lax.fori_loop(*bounds, lambda i, c: c + i, 0.5)
+        got = lax.fori_loop(*bounds, lambda i, c: c + i, 0.5)
+        assert np.asarray(got).dtype == np.asarray(want).dtype and got == want, (bounds, got, want)
+    cases = [
+        lambda L: L.fori_loop(np.int8(0), np.int32(3), lambda i, c: c, 0),
+        lambda L: L.fori_loop(np.uint8(0), 3, lambda i, c: c, 0),
+        lambda L: L.fori_loop(0, 3.5, lambda i, c: c, 0),
+        lambda L: L.while_loop(lambda c: c[0] < 3, lambda c: (c[0] + 1, [c[1]]), (0, 1.0)),
+        lambda L: L.while_loop(lambda c: c["a"] < 3, lambda c: {"a": c["a"] + 1, "b": c["a"]}, {"a": 0, "c": 1}),
+        lambda L: L.while_loop(lambda c: (c < 3, c < 3), lambda c: c + 1, 0),
+        lambda L: L.while_loop(lambda c: c, lambda c: c - 1, 3),
+        lambda L: L.scan(lambda c, x: ((c, c), x), 0.0, xs),
+        lambda L: L.scan(lambda c, x: c, 0.0, xs),
+        lambda L: L.scan(lambda c, x: (c, x, x), 0.0, xs),
+        lambda L: L.scan(lambda c, x: ((c[0].astype(np.int32), c[1][:1]), x), (xs[0], xs[0]), xs),
+        lambda L: L.scan(lambda c, x: (x, x), 0, xs[:, 0] > 0),  # 0 stays int32 against a bool body
+        lambda L: L.scan(lambda c, x: (c, x), 0.0, 1.0),
+        lambda L: L.scan(lambda c, x: (c, x), 0.0, (xs, xs[:2]), length=3),
+        lambda L: L.scan(lambda c, x: (c, x), 0.0, xs, unroll=-1),
+        lambda L: L.cond(True, lambda: np.float32(1), lambda: np.int32(1)),
+        lambda L: L.cond(True, lambda: (1.0, 2.0), lambda: (1.0,)),
+        lambda L: L.cond(True, lambda: {"a": xs, "b": xs}, lambda: {"a": xs[0], "b": xs.astype(np.int32)}),
+        lambda L: L.switch(1, [lambda: np.float32(1), lambda: np.int32(1), lambda: np.int32(1)]),
+        lambda L: L.switch(True, [lambda: 1.0, lambda: 2.0]),
+        lambda L: L.cond("a", lambda: 1.0, lambda: 2.0),
+        lambda L: L.cond(None, lambda: 1.0, lambda: 2.0),
+        lambda L: L.cond(True, 1.0, 2.0),
+        lambda L: L.cond(True, lambda a: a, lambda a: a, 1.0, operand=2.0),
+        lambda L: L.switch(0, [lambda: 1.0, 2.0]),
+        lambda L: L.while_loop(lambda c: c < 1, 1.0, 0),
+        lambda L: L.fori_loop(0, 3, None, 0),
+        lambda L: L.associative_scan(lambda a, b: a + b, (xs[:, 0], xs[:2, 0])),
+        lambda L: L.associative_scan(lambda a, b: a + b, xs, axis=2),  # (was taken as axis % ndim)
+        lambda L: L.associative_scan(lambda a, b: a + b, np.float32(1)),
+    ]
+    jits = [
+        lambda L, jit: jit(lambda i: L.switch(i, [lambda: 1.0, lambda: 2.0]))(1.0),
+        lambda L, jit: jit(lambda p: L.cond(p, lambda: 1.0, lambda: 2.0))(np.ones(2, np.float32)),
+        lambda L, jit: jit(lambda x: L.while_loop(lambda c: c[0] < 3, lambda c: (c[0] + 1, [c[1]]), (0, x)))(1.0),
+        lambda L, jit: jit(lambda n: L.fori_loop(0, n, lambda i, c: c, 0.0, unroll=2))(3),
+        lambda L, jit: jit(lambda n: L.fori_loop(0, n, lambda i, c: c, 0.0))(np.float32(3)),
+    ]
+    for case in cases:
+        _jax_message(case)
+    for case in jits:
+        _jax_message(lambda L: case(L, jax.jit if L is jax.lax else minixla.jit))
+
+
+def test_loop_and_branch_results_have_jaxs_weak_types():
+    """A loop's results have its body's output types and a cond's those of its branch 0
+    (false_fun), weak types included, as JAX's abstract evaluation: checked on the traced
+    jaxpr's outputs (``ys`` of a weak carry stay weak, so ``ys + f16`` is f16)."""
+    xs = np.arange(3, dtype=np.float32)
+    progs = [  # (traced arguments: make_jaxpr evaluates a program of constants eagerly)
+        lambda L, xs, p: L.scan(lambda c, x: (c + x, c), 0.0, xs),
+        lambda L, xs, p: L.scan(lambda c, x: (c + x, c), 0.0, xs)[1] + np.float16(1),
+        lambda L, xs, p: L.while_loop(lambda c: c < xs[0], lambda c: c + 1.0, 0.0),
+        lambda L, xs, p: L.while_loop(lambda c: c < xs[0], lambda c: c + np.float32(1), 0.0),
+        lambda L, xs, p: L.fori_loop(0, 3, lambda i, c: c + i * xs[0].astype(np.int32), 0),
+        lambda L, xs, p: L.cond(p, lambda: np.float32(2), lambda: 1.0),
+        lambda L, xs, p: L.cond(p, lambda: 1.0, lambda: np.float32(2)),
+        lambda L, xs, p: L.switch(p.astype(np.int32), [lambda: 1.0, lambda: np.float32(2)]),
+    ]
+    for prog in progs:
+        got = minixla.make_jaxpr(lambda *a: prog(lax, *a))(xs, True).out_avals
+        want = jax.make_jaxpr(lambda *a: prog(jax.lax, *a))(xs, True).out_avals
+        assert [(a.shape, a.dtype, a.weak_type) for a in got] == \
+            [(a.shape, a.dtype, a.weak_type) for a in want], (got, want)
 
 
 def test_readme_control_flow_example():

@@ -169,11 +169,12 @@ def _complete_message(msg: str, op: str, operands: str) -> str:
     lines = msg.split("\n")
     own = [line for line in lines if line.startswith("  operands: ")]
     body = "\n".join(line for line in lines if not line.startswith(("  operands: ", "  at: ")))
-    if body.startswith((op + ":", op + " ")) and own:
+    named = (op + ":", op + " ", f"lax.{op}:")  # (a message that names the op already, as JAX's may)
+    if body.startswith(named) and own:
         operands_line = own[0]
     else:
         operands_line = f"  operands: ({operands})" if operands else ""
-        if not body.startswith((op + ":", op + " ")):
+        if not body.startswith(named):
             body = f"{op}: {body}"
     return body + (f"\n{operands_line}" if operands_line else "") + f"\n  at: {user_source_line()}"
 

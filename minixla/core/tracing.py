@@ -352,7 +352,9 @@ def trace_to_jaxpr(fun, in_avals, trace=None):
     outvars = []
     for atom in out_atoms:
         if isinstance(atom, Literal):  # a constant output needs a variable: make it a constvar
-            atom = trace.to_atom(np.asarray(atom.value, atom.aval.dtype))
+            value = np.asarray(atom.value, atom.aval.dtype)  # (of the literal's aval: a Python
+            trace.constvars[id(value)] = atom = Var(atom.aval)  # scalar stays weakly typed, as
+            trace.consts[id(value)] = value  # JAX's ``1.0:f32[]`` output of a cond branch)
         outvars.append(atom)
     keys = list(trace.constvars)
     jaxpr = Jaxpr([trace.constvars[k] for k in keys], [t.jaxpr_var for t in in_tracers], trace.eqns, outvars)

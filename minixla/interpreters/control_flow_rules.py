@@ -36,7 +36,7 @@ from minixla.core.avals import get_aval
 from minixla.core.jaxpr import ClosedJaxpr, Jaxpr, Var
 from minixla.interpreters.ad import (Zero, backward_pass, instantiate, is_undefined, jvp_flat, jvp_rules,
                                      tangent_aval, transpose_rules)
-from minixla.interpreters.partial_eval import jaxpr_unknowns
+from minixla.interpreters.partial_eval import dce_jaxpr, jaxpr_unknowns
 from minixla.lax.control_flow import _trace_fun, cond_p, scan_p, while_p
 
 
@@ -49,11 +49,14 @@ def _flat_trace(fun, avals):
     """``fun`` (flat args -> flat list) traced into a closure-converted jaxpr: ``(jaxpr,
     consts)``, the jaxpr's leading inputs being ``consts``, the values it closes over (e.g. a
     constant output, such as an instantiated zero tangent or cotangent): the caller passes
-    them as leading operands (a loop's consts)."""
+    them as leading operands (a loop's consts). Equations no output needs are dropped (JAX's
+    ``dce_jaxpr`` of a re-traced body: a tangent or transposed body re-evaluates primal
+    values, e.g. a loop's next counter, that it does not return); every input is kept."""
     from jax import tree_util
     tree = tree_util.tree_structure(tuple(range(len(avals))))
     # (re-evaluating a body's equations must stage its literal-only ones: see find_trace)
     jaxpr, consts, _ = _trace_fun(lambda *xs: list(fun(*xs)), tree, avals, stage_constants=True)
+    jaxpr, _ = dce_jaxpr(jaxpr, [True] * len(jaxpr.out_avals))
     return jaxpr, consts
 
 
@@ -104,6 +107,19 @@ def _fixpoint(carry_unknown, step):
 def _is_float(aval) -> bool:
     d = np.dtype(aval.dtype)
     return d.kind == "f" or d.name == "bfloat16"
+
+
+def _pruned_scan_body(closed, num_consts, num_carry):
+    """A re-traced scan body without its dead equations (JAX's ``dce_jaxpr`` of the scan's
+    jaxpr): e.g. the primal outputs a tangent or transposed body recomputes but does not
+    return. Returns ``(body, used)``: ``used`` has one bool per input, False for a const or
+    ``xs`` input nothing reads any more (the caller drops it and its operand: a residual the
+    forward scan then need not save); carries are always kept."""
+    pruned, used = dce_jaxpr(closed, [True] * len(closed.out_avals))
+    used = [u or num_consts <= i < num_consts + num_carry for i, u in enumerate(used)]
+    j = pruned.jaxpr
+    body = Jaxpr(j.constvars, [v for v, u in zip(j.invars, used) if u], j.eqns, j.outvars)
+    return ClosedJaxpr(body, pruned.consts), used
 
 
 # ---------------------------------------------------------------------------------------
@@ -215,19 +231,10 @@ def _scan_jvp(primals, tangents, *, jaxpr, length, num_carry, num_consts, revers
     tk, tc, tx = tangents[:nk], tangents[nk:nk + nc], tangents[nk + nc:]
     in_avals = jaxpr.in_avals
     k_avals, c_avals, x_avals = in_avals[:nk], in_avals[nk:nk + nc], in_avals[nk + nc:]
-    # 1. The primal scan, also returning the carry each step starts from (the residuals).
     body = _eval(jaxpr)
-
-    def primal_body(*args):
-        out = body(*args)
-        return list(out) + list(args[nk:nk + nc])
-    pj, p_consts = _flat_trace(primal_body, in_avals)
-    res = scan_p.bind(*p_consts, *primals, jaxpr=pj, length=length, num_carry=nc, num_consts=len(p_consts) + nk,
-                      reverse=reverse, unroll=unroll)
-    n_out = len(jaxpr.out_avals)
-    outs, residuals = res[:n_out], res[n_out:]
-    # 2. The tangent scan: consts (primal consts, their tangents), carry (the float carries'
-    #    tangents), xs (primal xs, residual carries, xs tangents).
+    # 1. The tangent scan: consts (primal consts, their tangents), carry (the float carries'
+    #    tangents), xs (primal xs, residual carries, xs tangents). It is traced first, so
+    #    that the primal scan saves only the residuals its pruned body reads.
     k_nz = [not isinstance(t, Zero) for t in tk]
     x_nz = [not isinstance(t, Zero) for t in tx]
     # A carry's tangent is non-zero if its initial tangent is, or if the body's output for it
@@ -260,10 +267,26 @@ def _scan_jvp(primals, tangents, *, jaxpr, length, num_carry, num_consts, revers
                + [tangent_aval(a) for a, f in zip(c_avals, c_t) if f]
                + list(x_avals) + list(c_avals) + [tangent_aval(a) for a, z in zip(x_avals, x_nz) if z])
     tj, t_consts = _flat_trace(tangent_body, t_avals)
+    n_tk = len(t_consts) + nk + nkt
+    tj, used = _pruned_scan_body(tj, n_tk, nct)
+    res_used = used[n_tk + nct + len(xs):n_tk + nct + len(xs) + nc]
+    # 2. The primal scan, also returning the carries each step starts from that the tangent
+    #    body reads (the residuals).
+
+    def primal_body(*args):
+        out = body(*args)
+        return list(out) + [c for c, u in zip(args[nk:nk + nc], res_used) if u]
+    pj, p_consts = _flat_trace(primal_body, in_avals)
+    res = scan_p.bind(*p_consts, *primals, jaxpr=pj, length=length, num_carry=nc, num_consts=len(p_consts) + nk,
+                      reverse=reverse, unroll=unroll)
+    n_out = len(jaxpr.out_avals)
+    outs, saved = res[:n_out], iter(res[n_out:])
+    residuals = [next(saved) if u else None for u in res_used]
     operands = (list(t_consts) + list(consts) + [t for t in tk if not isinstance(t, Zero)]
                 + [instantiate(t) for t, f in zip(tc, c_t) if f]
-                + list(xs) + list(residuals) + [t for t in tx if not isinstance(t, Zero)])
-    touts = scan_p.bind(*operands, jaxpr=tj, length=length, num_carry=nct, num_consts=len(t_consts) + nk + nkt,
+                + list(xs) + residuals + [t for t in tx if not isinstance(t, Zero)])
+    operands = [x for x, u in zip(operands, used) if u]
+    touts = scan_p.bind(*operands, jaxpr=tj, length=length, num_carry=nct, num_consts=sum(used[:n_tk]),
                         reverse=reverse, unroll=unroll)
     it = iter(touts)
     t_carry = [next(it) if f else Zero(tangent_aval(a)) for a, f in zip(c_avals, c_t)]
@@ -304,9 +327,11 @@ def _scan_transpose(cts, *args, jaxpr, length, num_carry, num_consts, reverse, u
     avals = ([get_aval(k) for k in kk] + lk_avals + [get_aval(c) for c in ct_carry]
              + [get_aval(x).update(shape=get_aval(x).shape[1:]) for x in kx] + ys_avals)
     tj, t_consts = _flat_trace(body, avals)
+    tj, used = _pruned_scan_body(tj, len(t_consts) + nkk, nlk + nc)
     zeros = [instantiate(Zero(a)) for a in lk_avals]
-    res = scan_p.bind(*t_consts, *kk, *zeros, *ct_carry, *kx, *ct_ys, jaxpr=tj, length=length,
-                      num_carry=nlk + nc, num_consts=len(t_consts) + nkk, reverse=not reverse, unroll=unroll)
+    operands = [x for x, u in zip([*t_consts, *kk, *zeros, *ct_carry, *kx, *ct_ys], used) if u]
+    res = scan_p.bind(*operands, jaxpr=tj, length=length, num_carry=nlk + nc,
+                      num_consts=sum(used[:len(t_consts) + nkk]), reverse=not reverse, unroll=unroll)
     k_cts, c_cts, x_cts = iter(res[:nlk]), res[nlk:nlk + nc], iter(res[nlk + nc:])
     return ([next(k_cts) if lin else None for lin in k_lin]
             + [c if is_undefined(a) else None for c, a in zip(c_cts, carry)]

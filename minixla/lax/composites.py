@@ -57,10 +57,12 @@ def associative_scan(fn, elems, reverse: bool = False, axis: int = 0):
     if not leaves:
         return elems
     avals = [get_aval(x) for x in leaves]
-    ax = axis % avals[0].ndim if avals[0].ndim else axis
-    sizes = {a.shape[ax] for a in avals}
+    if not -avals[0].ndim <= axis < avals[0].ndim:  # (JAX's canonicalize_axis; not axis % ndim)
+        raise errors.ShapeError(f"axis {axis} is out of bounds for array of dimension {avals[0].ndim}")
+    ax = axis % avals[0].ndim
+    sizes = {a.shape[ax] if ax < a.ndim else None for a in avals}
     if len(sizes) != 1:
-        raise ValueError("associative_scan: array inputs to associative_scan must have the same "
+        raise ValueError("Array inputs to associative_scan must have the same "
                          f"first dimension. (saw: {[a.shape for a in avals]})")
     if reverse:
         leaves = [st.rev(x, (ax,)) for x in leaves]
