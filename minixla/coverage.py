@@ -58,6 +58,8 @@ PRIMITIVE_OPCODES = {
     "stop_gradient": [], "custom_jvp_call": [], "custom_vjp_call": [], "remat2": [], "jit": [],
     "reduce_window_sum": ["reduce-window"], "reduce_window_max": ["reduce-window"],
     "reduce_window_min": ["reduce-window"],
+    # pooling's tangent (issue 14): its selection over the window's taps, inlined
+    "select_and_gather_add": ["pad", "slice", "compare", "not", "or", "select"],
     "fma": ["fma"], "erf_inv": ["negate", "log-plus-one", "multiply", "compare", "select", "subtract",
                                 "sqrt", "fma", "abs", "convert"],
     "sort": ["sort"], "sharding_constraint": ["custom-call"],

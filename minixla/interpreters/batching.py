@@ -488,6 +488,20 @@ for _p in (L.reduce_window_sum_p, L.reduce_window_max_p, L.reduce_window_min_p):
     _window_b(_p)
 
 
+def _select_and_gather_add_b(vals, dims, *, select_prim, window_dimensions, window_strides, padding,
+                             base_dilation, window_dilation):
+    # JAX's rule: both operands batched first, the batch dim a window of one element
+    size = _size(vals, dims)
+    t, x = (bdim_at_front(v, d, size) for v, d in zip(vals, dims))
+    return L.select_and_gather_add_p.bind(
+        t, x, select_prim=select_prim, window_dimensions=(1,) + tuple(window_dimensions),
+        window_strides=(1,) + tuple(window_strides), padding=((0, 0),) + tuple(padding),
+        base_dilation=(1,) + tuple(base_dilation), window_dilation=(1,) + tuple(window_dilation)), 0
+
+
+batching_rules[L.select_and_gather_add_p] = _select_and_gather_add_b
+
+
 # minixla.random's special functions (issue 14).
 defvectorized(L.erf_inv_p)
 defbroadcasting(L.fma_p, full=True)
