@@ -750,6 +750,7 @@ lowering_rules[lax.sort_p] = _sort
 
 
 from minixla.hlo import control_flow as _control_flow  # noqa: E402,F401 (its rows: while, conditional)
+from minixla.hlo import rng as _rng  # noqa: E402,F401 (its rows: rng-bit-generator)
 
 
 # ---------------------------------------------------------------------------------------

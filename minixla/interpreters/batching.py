@@ -522,3 +522,19 @@ def _sort_b(vals, dims, *, dimension, is_stable, num_keys):  # (issue 14)
 
 
 batching_rules[L.sort_p] = _sort_b
+
+
+def _rng_bit_generator_b(vals, dims, *, shape, dtype, algorithm):  # (issue 14)
+    # JAX's rule: the first key makes the bits of the whole batch (one more leading dim) and
+    # alone advances; the other keys come back unchanged
+    (keys,), (d,) = vals, dims
+    keys = moveaxis(keys, d, 0)
+    n, kshape = get_aval(keys).shape[0], get_aval(keys).shape[1:]
+    first = L.reshape(L.slice(keys, (0,) * (1 + len(kshape)), (1,) + kshape), kshape)
+    new_key, bits = L.rng_bit_generator_p.bind(first, shape=(n,) + tuple(shape), dtype=dtype, algorithm=algorithm)
+    rest = L.slice(keys, (1,) + (0,) * len(kshape), (n,) + kshape)
+    new_keys = L.concatenate([L.reshape(new_key, (1,) + kshape), rest], 0)
+    return [new_keys, bits], [0, 0]
+
+
+batching_rules[L.rng_bit_generator_p] = _rng_bit_generator_b

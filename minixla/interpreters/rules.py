@@ -40,6 +40,10 @@ MISSING = {
 }
 
 
+#: batching rules that are JAX's but not a per-example loop (tested against ``jax.vmap`` instead)
+NOT_PER_EXAMPLE = {"rng_bit_generator": "JAX's rule: the first key makes the whole batch's bits"}
+
+
 #: primitives with a JVP but no reverse mode, as in JAX (their transpose rule raises JAX's error)
 FORWARD_ONLY = {"while": "the trip count is unknown: use scan or a fori_loop with static bounds"}
 
