@@ -25,7 +25,6 @@ from minixla.core import errors
 from minixla.core.avals import canonicalize_dtype, get_aval
 from minixla.core.tracing import Tracer
 from minixla.random import rbg as _rbg
-from minixla.random import threefry
 
 IMPL = "threefry2x32"
 

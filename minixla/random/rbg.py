@@ -21,7 +21,6 @@ import math
 import numpy as np
 
 from minixla import lax
-from minixla.core.avals import get_aval
 from minixla.random import threefry
 
 _U32 = np.dtype("uint32")
@@ -116,16 +115,3 @@ def resolve(impl) -> PRNGImpl:
         raise errors.UnsupportedError(f"minixla.random implements the threefry2x32, rbg and unsafe_rbg "
                                       f"PRNGs, got impl={impl!r}")
     return IMPLS[name]
-
-
-def impl_of_raw(data, name="minixla.random") -> PRNGImpl:
-    """The implementation a raw key is read with: the default one (JAX's rule)."""
-    return default_impl()
-
-
-def random_bits_of_data(key, bit_width, shape):
-    """Random bits of raw key data of either width (``uint32[2]``: threefry, ``uint32[4]``:
-    rng_bit_generator; ``rbg`` and ``unsafe_rbg`` make bits alike)."""
-    if get_aval(key).shape[-1:] == (4,):
-        return rbg_random_bits(key, bit_width, shape)
-    return threefry.threefry_random_bits(key, bit_width, shape)
