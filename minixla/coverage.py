@@ -58,6 +58,10 @@ PRIMITIVE_OPCODES = {
     "stop_gradient": [], "custom_jvp_call": [], "custom_vjp_call": [], "remat2": [], "jit": [],
     "reduce_window_sum": ["reduce-window"], "reduce_window_max": ["reduce-window"],
     "reduce_window_min": ["reduce-window"],
+    # pooling's tangent (issue 14): its selection over the window's taps, inlined
+    "select_and_gather_add": ["pad", "slice", "compare", "not", "or", "select"],
+    # XLA's stateless bit generator (issue 14); the LLVM backend gets its expansion
+    "rng_bit_generator": ["rng-bit-generator"],
     "fma": ["fma"], "erf_inv": ["negate", "log-plus-one", "multiply", "compare", "select", "subtract",
                                 "sqrt", "fma", "abs", "convert"],
     "sort": ["sort"], "sharding_constraint": ["custom-call"],
@@ -107,7 +111,9 @@ def _llvm_supports(opcode) -> bool:
     from minixla.backends.llvm.elemental import emit_rules
     from minixla.backends.llvm.executable import _NO_KERNEL
     from minixla.backends.llvm.kernels_extra import KERNELS
-    return opcode in emit_rules or opcode in KERNELS or opcode in CONTROL_OPCODES or opcode in _NO_KERNEL
+    from minixla.passes.rng_bit_generator_expander import EXPANDED_OPCODES  # (rewritten before codegen)
+    return (opcode in emit_rules or opcode in KERNELS or opcode in CONTROL_OPCODES or opcode in _NO_KERNEL
+            or opcode in EXPANDED_OPCODES)
 
 
 def rows():

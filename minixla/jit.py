@@ -185,6 +185,9 @@ class Lowered:
             # parameters' and root's annotations stay in the text
             from minixla.passes.sharding_remover import ShardingRemover
             ShardingRemover().run(module)
+            # XLA:CPU expands rng-bit-generator into integer HLO before code generation
+            from minixla.passes.rng_bit_generator_expander import RngBitGeneratorExpander
+            RngBitGeneratorExpander().run(module)
         kernels_unfused = count_kernels(module)
         if dumper.enabled:  # (printing costs ~1 ms per compile: only when dumping)
             dumper.write("jaxpr", str(self.jaxpr))

@@ -100,6 +100,11 @@ SAMPLES.update({n: (lambda x, n=n: getattr(lax, n)(x, x + 0.5), (f * 1.5,))
 # (random_gamma: a key and alphas; its loops make the LLVM compile of this sample a few seconds)
 _KEY = np.array([0, 42], np.uint32)
 SAMPLES["random_gamma"] = (lambda x: minixla.random.gamma(_KEY, x), (f * 1.5,))
+# issue 14: pooling's tangent (jax.jvp of max pooling)
+SAMPLES["select_and_gather_add"] = (lambda x: lax.windows_select.select_and_gather_add(
+    x * 2, x, "ge", (2, 2), (1, 2), ((0, 1), (1, 0))), (M,))
+SAMPLES["rng_bit_generator"] = (lambda k: lax.rng_bit_generator(k, (3,), np.uint8)[1],
+                                (np.array([1, 2, 3, 4], np.uint32),))
 # issue 17: a sharding constraint (over a mesh of shape only: no devices needed to lower it)
 SAMPLES["sharding_constraint"] = (lambda x: lax.with_sharding_constraint(
     lax.sin(x), jax.sharding.NamedSharding(jax.sharding.AbstractMesh((2,), ("x",)), jax.sharding.PartitionSpec("x"))),

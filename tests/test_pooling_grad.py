@@ -80,9 +80,30 @@ def test_pooling_ties_nan_and_padding_select_xla_s_element():
         for backend in ("llvm", "jax"):
             got = minixla.jit(minixla.grad(lambda v: (f(ml, ours)(v) * ct[:n]).sum()), backend=backend)(y)
             np.testing.assert_array_equal(got, want, err_msg=f"{chooser} {window}/{stride} [{backend}]")
-    # jax.jvp agrees wherever a window is not all -inf and no NaN is followed by padding only
-    z = x[1:7]
-    t = np.arange(1, 7, dtype=np.float32)
+    # jax.jvp: JAX's select_and_gather_add (a fold from (-inf, 0) over the operand's own
+    # elements), which differs from the gradient's selection in the corners -- a window of -inf
+    # only gives 0, a NaN followed by padding only keeps its tangent -- as minixla's primitive
+    t = np.arange(1, 13, dtype=np.float32)
     g = lambda lax, comp: lambda v: lax.reduce_window(v, -np.inf, comp, (2,), (1,), ((1, 1),))  # noqa: E731
-    np.testing.assert_array_equal(minixla.jit(lambda v, s: minixla.jvp(g(ml, ml.max), (v,), (s,))[1])(z, t),
-                                  jax.jvp(g(jax.lax, jax.lax.max), (z,), (t,))[1])
+    want = jax.jvp(g(jax.lax, jax.lax.max), (x,), (t,))[1]
+    window = dict(window_dimensions=(2,), window_strides=(1,), padding=((1, 1),), base_dilation=(1,),
+                  window_dilation=(1,))
+    scatter_sel = ml.windows_select.scatter_selection(t, x, select_prim="ge", **window)
+    assert not np.array_equal(want, scatter_sel)  # (the corners are in x: the two selections differ)
+    jvp = lambda v, s: minixla.jvp(g(ml, ml.max), (v,), (s,))[1]  # noqa: E731
+    np.testing.assert_array_equal(jvp(x, t), want)
+    for backend in ("llvm", "jax"):
+        np.testing.assert_array_equal(minixla.jit(jvp, backend=backend)(x, t), want, err_msg=backend)
+    # 2-d with padding in the minor dim: XLA:CPU folds the last padded dim outermost, so the
+    # window [[-inf, NaN], [2, -inf]] gives the last -inf's tangent (row-major would give 2's)
+    x2 = np.array([[np.inf, -np.inf, np.nan, np.nan], [-1, 2, -np.inf, 1], [-1, 2, 2, 1]], np.float32)
+    t2 = np.arange(1, 13, dtype=np.float32).reshape(3, 4)
+    g2 = lambda lax, comp: lambda v: lax.reduce_window(v, -np.inf, comp, (2, 2), (1, 1),  # noqa: E731
+                                                       ((1, 0), (0, 1)))
+    want2 = jax.jvp(g2(jax.lax, jax.lax.max), (x2,), (t2,))[1]
+    np.testing.assert_array_equal(minixla.jit(lambda v, s: minixla.jvp(g2(ml, ml.max), (v,), (s,))[1])(x2, t2),
+                                  want2)
+    # vmap of the jvp (the primitive's batching rule: the batch dim a window of one element)
+    xs, ts = np.stack([x, x[::-1]]), np.stack([t, -t])
+    np.testing.assert_array_equal(minixla.vmap(jvp)(xs, ts),
+                                  jax.vmap(lambda v, s: jax.jvp(g(jax.lax, jax.lax.max), (v,), (s,))[1])(xs, ts))

@@ -344,6 +344,13 @@ jax_rules["sort"] = lambda instr, *xs: lax.sort(
     num_keys=instr.attrs["num_keys"])[instr.attrs["result_index"]]
 
 
+# rng_bit_generator (issue 14): XLA expands the instruction itself (its RngBitGeneratorExpander)
+_RNG_ALGORITHMS = {"rng_default": lax.RandomAlgorithm.RNG_DEFAULT, "rng_three_fry": lax.RandomAlgorithm.RNG_THREE_FRY,
+                   "rng_philox": lax.RandomAlgorithm.RNG_PHILOX}
+jax_rules["rng-bit-generator"] = lambda instr, key: lax.rng_bit_generator(
+    key, tuple(instr.attrs["bits_dims"]), dtype=np.dtype(instr.attrs["bits_type"]),
+    algorithm=_RNG_ALGORITHMS[instr.attrs["algorithm"]])[instr.attrs["result_index"]]
+
 # ---------------------------------------------------------------------------------------
 # Control flow: a ``while`` is ``lax.while_loop`` and a ``conditional`` is ``lax.switch`` over
 # the called computations, evaluated with these same rules (XLA then compiles real loops).

@@ -82,9 +82,7 @@ xla_compiled: set = set()
 UNSUPPORTED = {
     "custom_linear_solve": "no minixla primitive yet (it needs a linear solve)",
     "approx_top_k": "approximate top-k (TPU): use lax.top_k",
-    **{p: "XLA's own random-bit generator (jax.random with impl='rbg'/'unsafe_rbg', or "
-          "lax.rng_*): minixla imports jax.random's default threefry2x32 keys"
-       for p in ("rng_bit_generator", "rng_uniform")},
+    "rng_uniform": "XLA's stateful Rng (lax.rng_uniform): use lax.rng_bit_generator or jax.random",
     **{p: "complex numbers: minixla has no complex dtypes" for p in ("complex", "conj", "real", "imag", "fft")},
     **{p: "tokens and effects: minixla programs are pure" for p in ("after_all", "create_token", "dce_sink")},
     **{p: "shape polymorphism: minixla shapes are static" for p in ("eq_to", "le_to", "lt_to")},

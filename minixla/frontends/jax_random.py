@@ -205,7 +205,14 @@ def random_gamma(keys, a, *, log_space):
     return random_gamma_p.bind(_data(keys), a, log_space=bool(log_space))
 
 
+def _rng_bit_generator(key, *, shape, dtype, algorithm, out_sharding=None):
+    """``jax.lax.rng_bit_generator``'s primitive: minixla's (``minixla.lax.rng``)."""
+    from minixla.lax import rng
+    return list(rng.rng_bit_generator(key, _norm(shape), dtype, algorithm))
+
+
 import_rules.update({
+    "rng_bit_generator": _rng_bit_generator,
     "random_gamma": random_gamma,
     "random_seed": random_seed, "random_split": random_split, "random_fold_in": random_fold_in,
     "random_bits": random_bits, "random_wrap": random_wrap, "random_unwrap": random_unwrap,

@@ -5,13 +5,11 @@
 output's tangent is the tangent of the element its window selected (``select_prim`` ``ge``
 for max, ``le`` for min). ``jax.grad`` of it binds its transpose,
 ``select_and_scatter_add(source, operand)``: each cotangent added to the element its window
-selected. minixla has no such primitives: the import builds JAX's selection from the window's
-taps (strided slices of the padded operand, as minixla's own derivative of
-``reduce_window_max``/``min`` does, ``interpreters/ad_window_rules.py``) and a running select
-in XLA's order and tie rule -- the gather from the init value over the operand's own elements,
-the scatter with XLA's ``SelectAndScatter`` selection, padding a candidate (the two differ for a
-window of identities only and a NaN before padding) -- the scatter as minixla's ``vjp`` of its
-selection (linear in the tangents): pad/slice/select on every backend.
+selected. The gather imports as minixla's own ``select_and_gather_add`` primitive
+(``minixla.lax.windows_select``: it differentiates, transposes and batches as JAX's); the
+scatter imports as the transpose of XLA's ``SelectAndScatter`` selection written as a gather
+over the window's taps (``minixla.lax.windows_select.scatter_selection``), minixla's ``vjp``
+of it: pad/slice/select on every backend.
 
 ``reduce`` and ``reduce_window`` carry their reduction as a jaxpr (``jax.lax.reduce`` with a
 Python function). A body that is one monoid -- ``add``, ``mul``, ``max``, ``min``, ``and``,
@@ -32,6 +30,7 @@ from minixla import lax
 from minixla.core.avals import get_aval
 from minixla.frontends.jax_importer import UnsupportedJaxPrimitiveError, _norm, import_rules
 from minixla.interpreters.ad_window_rules import _taps
+from minixla.lax.windows_select import scatter_selection
 
 _SELECT = {"ge": (lax.ge, -np.inf), "le": (lax.le, np.inf)}
 
@@ -45,51 +44,6 @@ def _select(name, select_prim):
     return sel
 
 
-def _gather_selected(tangents, operand, select_prim, params, name="select_and_gather_add"):
-    """JAX's rule (its lowering: a reduce-window over ``(value, tangent)`` pairs whose reducer
-    keeps the accumulated pair when ``select_prim(acc, x)``, from ``(init, 0)``, in row-major
-    window order; XLA:CPU folds only the operand's own elements, never padding or dilation
-    holes): ties keep the first; a NaN is taken, then replaced by the next element; a window of
-    identities only (all -inf for max) keeps the init's 0."""
-    cmp, init, fill, dtype = _fill(name, select_prim, operand)
-    xs = _taps(operand, fill, **params)
-    ts = _taps(tangents, 0, **params)
-    inside = _taps(lax.full(tuple(get_aval(operand).shape), 1, np.int8), 0, **params)
-    out_shape = tuple(get_aval(xs[0]).shape) if xs else ()
-    acc_x = lax.full(out_shape, fill, dtype)
-    acc_t = lax.full(out_shape, 0, get_aval(tangents).dtype)
-    for xk, tk, ik in zip(xs, ts, inside):
-        keep = lax.bitwise_or(cmp(acc_x, xk), lax.eq(ik, lax.full(out_shape, 0, np.int8)))
-        acc_x = lax.select(keep, acc_x, xk)
-        acc_t = lax.select(keep, acc_t, tk)
-    return acc_t
-
-
-def _scatter_selected(tangents, operand, select_prim, params, name="select_and_scatter_add"):
-    """XLA's ``SelectAndScatter`` selection, as a gather of ``tangents`` (its transpose is the
-    scatter): the first tap of the window padded with the identity is selected, a later one
-    replaces it unless ``select_prim(selected, tap)`` -- padding is a candidate, so in
-    ``[NaN, padding]`` the cotangent is dropped and in ``[-inf, -inf]`` the first gets it
-    (``interpreters/ad_window_rules.py``, minixla's own derivative, selects the same way)."""
-    cmp, init, fill, dtype = _fill(name, select_prim, operand)
-    xs = _taps(operand, fill, **params)
-    ts = _taps(tangents, 0, **params)
-    best_x, best_t = xs[0], ts[0]
-    for xk, tk in zip(xs[1:], ts[1:]):
-        take = lax.bitwise_not(cmp(best_x, xk))
-        best_x = lax.select(take, xk, best_x)
-        best_t = lax.select(take, tk, best_t)
-    return best_t
-
-
-def _fill(name, select_prim, operand):
-    cmp, init = _select(name, select_prim)
-    dtype = get_aval(operand).dtype
-    fill = init if dtype.kind == "f" or dtype.name == "bfloat16" else (
-        np.iinfo(dtype).min if init < 0 else np.iinfo(dtype).max)
-    return cmp, init, fill, dtype
-
-
 def _window_params(window_dimensions, window_strides, padding, base_dilation=None, window_dilation=None):
     nd = len(window_dimensions)
     return dict(window_dimensions=_norm(window_dimensions), window_strides=_norm(window_strides),
@@ -99,18 +53,21 @@ def _window_params(window_dimensions, window_strides, padding, base_dilation=Non
 
 def _select_and_gather_add(tangents, operand, *, select_prim, window_dimensions, window_strides,
                            padding, base_dilation, window_dilation):
+    # minixla's own primitive (minixla.lax.windows_select): it differentiates and batches as JAX's
+    _select("select_and_gather_add", select_prim)
     params = _window_params(window_dimensions, window_strides, padding, base_dilation, window_dilation)
-    return _gather_selected(tangents, operand, select_prim, params)
+    return lax.select_and_gather_add_p.bind(tangents, operand, select_prim=getattr(select_prim, "name", str(select_prim)), **params)
 
 
 def _select_and_scatter_add(source, operand, *, select_prim, window_dimensions, window_strides,
                             padding):
-    """The transpose of ``_scatter_selected`` in its tangents (it is linear in them): minixla's
+    """The transpose of ``scatter_selection`` in its tangents (it is linear in them): minixla's
     ``vjp`` turns its slices into pads and its selects into selects of the cotangent."""
     from minixla.interpreters.api import vjp
     params = _window_params(window_dimensions, window_strides, padding)
     zeros = lax.full(tuple(get_aval(operand).shape), 0, get_aval(source).dtype)
-    _, pullback = vjp(lambda t: _scatter_selected(t, operand, select_prim, params), zeros)
+    _select("select_and_scatter_add", select_prim)
+    _, pullback = vjp(lambda t: scatter_selection(t, operand, select_prim=getattr(select_prim, "name", str(select_prim)), **params), zeros)
     return pullback(source)[0]
 
 

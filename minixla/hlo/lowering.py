@@ -7,6 +7,8 @@ made explicit here: every HLO elementwise operand has the result's dims.
 """
 from __future__ import annotations
 
+import functools
+
 import ml_dtypes
 import numpy as np
 
@@ -648,6 +650,26 @@ for _name in lax.windows.REDUCERS:
     lowering_rules[lax.windows._PRIMS[_name]] = _window_reduction(_name)
 
 
+def _select_and_gather_add(ctx, operands, in_avals, out_aval, **params):
+    """Pooling's tangent (issue 14) inlines its expansion in lax ops
+    (``minixla.lax.windows_select.gather_selected``: pad, slice, compare, select), as JAX's
+    ``mlir.lower_fun`` lowers it to a reduce-window over pairs."""
+    closed = _traced_gather(tuple((tuple(a.shape), np.dtype(a.dtype)) for a in in_avals),
+                            tuple(sorted(params.items())))
+    out, = inline_jaxpr(ctx, closed, operands)
+    return out
+
+
+@functools.lru_cache(maxsize=64)
+def _traced_gather(avals, params):
+    from minixla.core.tracing import trace_to_jaxpr
+    return trace_to_jaxpr(lambda t, x: [lax.windows_select.gather_selected(t, x, **dict(params))],
+                          [ShapedArray(s, d) for s, d in avals])
+
+
+lowering_rules[lax.select_and_gather_add_p] = _select_and_gather_add
+
+
 # minixla.random's special functions (issue 14).
 
 lowering_rules[lax.fma_p] = _elementwise("fma")
@@ -728,6 +750,7 @@ lowering_rules[lax.sort_p] = _sort
 
 
 from minixla.hlo import control_flow as _control_flow  # noqa: E402,F401 (its rows: while, conditional)
+from minixla.hlo import rng as _rng  # noqa: E402,F401 (its rows: rng-bit-generator)
 
 
 # ---------------------------------------------------------------------------------------

@@ -108,6 +108,7 @@ for _p in (L.sign_p, L.floor_p, L.ceil_p, L.round_p, L.is_finite_p, L.not_p, L.a
            L.shift_right_arithmetic_p, L.iota_p, L.argmax_p, L.argmin_p, L.bitcast_convert_type_p,
            L.reduce_and_p, L.reduce_or_p, L.stop_gradient_p):
     defzero(_p)
+defzero(L.rng_bit_generator_p)  # (issue 14: integer key and bits)
 
 
 def _neg_t(ct, x):

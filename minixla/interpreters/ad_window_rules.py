@@ -2,34 +2,22 @@
 (its transpose spreads each cotangent over the window it came from); ``reduce_window_max`` and
 ``reduce_window_min`` give each output's tangent from the one window element they chose.
 
-JAX computes the chooser's tangent with ``select_and_gather_add`` (a reduce-window over
-(value, tangent) pairs) and its cotangent with ``select_and_scatter_add`` (XLA's
-``SelectAndScatter``). minixla builds the selection from primitives it has: the window's taps as
-strided slices of the operand padded with the reducer's identity (one array per tap, shaped
-like the output), then a running select over the taps in row-major window order with XLA's
-``SelectAndScatter`` rule, select ``ge`` (``le`` for min): the first tap is selected, and a later
-tap replaces the selection unless ``selected >= tap``. So ties go to the first tap, a NaN is
-replaced by the next tap (``NaN >= x`` is false), and a padding tap is a candidate holding the
-identity (-inf for max): in a window ``[NaN, padding]`` or ``[padding, -inf]`` the padding is
-selected and the cotangent dropped -- ``jax.grad`` of max pooling, bit for bit. Everything on the
-tangent is pad/slice/select, so the rule transposes (``grad``) and batches with no new rule.
-
-JAX's forward-mode rule differs from the transpose of its reverse-mode one in two corners, which
-one linear map cannot both reproduce: ``select_and_gather_add`` starts from the identity and
-skips padding, so ``jax.jvp`` gives 0 for a window whose elements all equal the identity (where
-``jax.grad`` credits the first) and keeps a NaN's tangent when only padding follows it (where
-``jax.grad`` drops it). minixla's ``jvp`` follows the reverse-mode selection there.
-The cost is one slice per tap: fine for pooling windows (2x2, 3x3), linear in the window size.
+JAX computes the chooser's tangent with ``select_and_gather_add`` (a linear primitive,
+``minixla.lax.windows_select``) and the transpose of that with ``select_and_scatter_add``
+(XLA's ``SelectAndScatter``); so does minixla. The two selections differ in two corners (a
+window whose elements all equal the identity; a NaN followed only by padding): ``jax.jvp``
+gives the gather's answer there and ``jax.grad`` the scatter's, and minixla's ``jvp`` and
+``grad`` give the same ones. The scatter is the transpose of the scatter selection written as
+a gather (``windows_select.scatter_selection``: pad/slice/select), so it transposes back and
+batches with no rule of its own.
 """
 from __future__ import annotations
 
-import itertools
-
 from minixla import lax as L
 from minixla.core.avals import get_aval
-from minixla.interpreters.ad import Zero, jvp_rules, tangent_aval
+from minixla.interpreters.ad import Zero, is_undefined, jvp_rules, tangent_aval, transpose_rules
 from minixla.interpreters.ad_rules import _const, _shape, deflinear
-from minixla.lax.windows import identity, window_output_shape
+from minixla.lax.windows_select import scatter_selection, taps
 
 def _reduce_window_sum_t(ct, x, *, window_dimensions, window_strides, padding, base_dilation,
                          window_dilation):
@@ -56,40 +44,47 @@ def _reduce_window_sum_t(ct, x, *, window_dimensions, window_strides, padding, b
 deflinear(L.reduce_window_sum_p, _reduce_window_sum_t)
 
 
-def _taps(x, fill, *, window_dimensions, window_strides, padding, base_dilation, window_dilation):
+def _taps(x, fill, **window):
     """For each tap of the window (row-major), the operand element it reads for every output
-    position: a list of arrays shaped like the output. ``fill`` fills padding and holes."""
-    config = tuple((lo, hi, bd - 1) for (lo, hi), bd in zip(padding, base_dilation))
-    padded = L.pad_p.bind(x, _const(x, fill), padding_config=config)
-    out = window_output_shape(_shape(x), window_dimensions, window_strides, padding,
-                              base_dilation, window_dilation)
-    taps = []
-    for offsets in itertools.product(*[range(w) for w in window_dimensions]):
-        start = tuple(o * wd for o, wd in zip(offsets, window_dilation))
-        limit = tuple(s + (m - 1) * st + 1 for s, m, st in zip(start, out, window_strides))
-        taps.append(L.slice_p.bind(padded, start_indices=start, limit_indices=limit,
-                                   strides=tuple(window_strides)))
-    return taps
+    position (``minixla.lax.windows_select.taps``)."""
+    return taps(x, fill, **window)
 
 
-def _window_chooser_jvp(prim, keep):
+def _window_chooser_jvp(prim, select_prim):
     def rule(primals, tangents, **params):
         (x,), (t,) = primals, tangents
         ans = prim.bind(x, **params)
         if isinstance(t, Zero):
             return ans, Zero(tangent_aval(get_aval(ans)))
-        if 0 in _shape(ans):
-            return ans, L.full(_shape(ans), 0, get_aval(ans).dtype)
-        xs = _taps(x, identity(prim.name, get_aval(x).dtype), **params)
-        ts = _taps(t, 0, **params)
-        best_x, best_t = xs[0], ts[0]
-        for xk, tk in zip(xs[1:], ts[1:]):
-            take = L.bitwise_not(keep(best_x, xk))  # (SelectAndScatter: replace unless select(best, x))
-            best_x = L.select(take, xk, best_x)
-            best_t = L.select(take, tk, best_t)
-        return ans, best_t
+        return ans, L.select_and_gather_add_p.bind(t, x, select_prim=select_prim, **params)
     jvp_rules[prim] = rule
 
 
-_window_chooser_jvp(L.reduce_window_max_p, L.ge)
-_window_chooser_jvp(L.reduce_window_min_p, L.le)
+_window_chooser_jvp(L.reduce_window_max_p, "ge")
+_window_chooser_jvp(L.reduce_window_min_p, "le")
+
+
+def _select_and_gather_add_jvp(primals, tangents, **params):
+    (t, x), (dt, _dx) = primals, tangents  # (the selection is piecewise constant in the operand)
+    ans = L.select_and_gather_add_p.bind(t, x, **params)
+    if isinstance(dt, Zero):
+        return ans, Zero(tangent_aval(get_aval(ans)))
+    return ans, L.select_and_gather_add_p.bind(dt, x, **params)
+
+
+def _select_and_gather_add_t(ct, t, x, *, select_prim, **window):
+    # JAX's rule: the transpose is XLA's SelectAndScatter selection (not the gather's own).
+    # (JAX raises NotImplementedError with window dilation; the taps handle it, so minixla's
+    # grad of a dilated max pool works, tests/test_pooling_grad.py checks it against jacfwd.)
+    if is_undefined(x):
+        raise ValueError("select_and_gather_add: transpose with respect to the operand (not linear)")
+    if isinstance(ct, Zero):
+        return [Zero(t.aval), None]
+    from minixla.interpreters.api import linear_transpose
+    zeros = L.full(tuple(t.aval.shape), 0, t.aval.dtype)
+    scatter = linear_transpose(lambda tt: scatter_selection(tt, x, select_prim=select_prim, **window), zeros)
+    return [scatter(ct)[0], None]
+
+
+jvp_rules[L.select_and_gather_add_p] = _select_and_gather_add_jvp
+transpose_rules[L.select_and_gather_add_p] = _select_and_gather_add_t

@@ -488,6 +488,20 @@ for _p in (L.reduce_window_sum_p, L.reduce_window_max_p, L.reduce_window_min_p):
     _window_b(_p)
 
 
+def _select_and_gather_add_b(vals, dims, *, select_prim, window_dimensions, window_strides, padding,
+                             base_dilation, window_dilation):
+    # JAX's rule: both operands batched first, the batch dim a window of one element
+    size = _size(vals, dims)
+    t, x = (bdim_at_front(v, d, size) for v, d in zip(vals, dims))
+    return L.select_and_gather_add_p.bind(
+        t, x, select_prim=select_prim, window_dimensions=(1,) + tuple(window_dimensions),
+        window_strides=(1,) + tuple(window_strides), padding=((0, 0),) + tuple(padding),
+        base_dilation=(1,) + tuple(base_dilation), window_dilation=(1,) + tuple(window_dilation)), 0
+
+
+batching_rules[L.select_and_gather_add_p] = _select_and_gather_add_b
+
+
 # minixla.random's special functions (issue 14).
 defvectorized(L.erf_inv_p)
 defbroadcasting(L.fma_p, full=True)
@@ -508,3 +522,19 @@ def _sort_b(vals, dims, *, dimension, is_stable, num_keys):  # (issue 14)
 
 
 batching_rules[L.sort_p] = _sort_b
+
+
+def _rng_bit_generator_b(vals, dims, *, shape, dtype, algorithm):  # (issue 14)
+    # JAX's rule: the first key makes the bits of the whole batch (one more leading dim) and
+    # alone advances; the other keys come back unchanged
+    (keys,), (d,) = vals, dims
+    keys = moveaxis(keys, d, 0)
+    n, kshape = get_aval(keys).shape[0], get_aval(keys).shape[1:]
+    first = L.reshape(L.slice(keys, (0,) * (1 + len(kshape)), (1,) + kshape), kshape)
+    new_key, bits = L.rng_bit_generator_p.bind(first, shape=(n,) + tuple(shape), dtype=dtype, algorithm=algorithm)
+    rest = L.slice(keys, (1,) + (0,) * len(kshape), (n,) + kshape)
+    new_keys = L.concatenate([L.reshape(new_key, (1,) + kshape), rest], 0)
+    return [new_keys, bits], [0, 0]
+
+
+batching_rules[L.rng_bit_generator_p] = _rng_bit_generator_b

@@ -25,6 +25,7 @@ LINEAR = {"neg", "add", "sub", "mul", "div", "convert_element_type", "broadcast_
           "dot_general", "conv_general_dilated", "cumsum", "dynamic_slice", "dynamic_update_slice",
           "gather", "scatter-add", "scatter", "scatter-mul", "remat2", "jit", "reduce_window_sum"}
 LINEAR |= {"sort"}  # (issue 14) in the operands it carries along (not its keys)
+LINEAR |= {"select_and_gather_add"}  # (issue 14) in its tangents (pooling's jvp)
 LINEAR |= {"sharding_constraint"}  # (issue 17) the identity, laid out
 
 #: primitives without operands: nothing to batch, no tangent to carry
@@ -37,6 +38,10 @@ MISSING = {
     "transpose": {},
     "batching": {},
 }
+
+
+#: batching rules that are JAX's but not a per-example loop (tested against ``jax.vmap`` instead)
+NOT_PER_EXAMPLE = {"rng_bit_generator": "JAX's rule: the first key makes the whole batch's bits"}
 
 
 #: primitives with a JVP but no reverse mode, as in JAX (their transpose rule raises JAX's error)

@@ -35,6 +35,8 @@ from minixla.lax import base, elementwise, structural  # noqa: I001 (in layer or
 from minixla.lax import reductions, contractions, indexing
 from minixla.lax import windows, special, sorting, control_flow, composites, scans, sharding
 from minixla.lax import special_expansions  # noqa: F401 (what the special functions lower to)
+from minixla.lax import windows_select  # noqa: F401 (pooling's tangent: select_and_gather_add)
+from minixla.lax import rng  # noqa: F401 (rng_bit_generator)
 from minixla.lax.base import *  # noqa: F401,F403
 from minixla.lax.elementwise import *  # noqa: F401,F403
 from minixla.lax.elementwise import _convert_weak  # noqa: F401 (minixla.numpy's promotion)
@@ -43,6 +45,8 @@ from minixla.lax.reductions import *  # noqa: F401,F403
 from minixla.lax.contractions import *  # noqa: F401,F403
 from minixla.lax.indexing import *  # noqa: F401,F403
 from minixla.lax.windows import *  # noqa: F401,F403
+from minixla.lax.windows_select import *  # noqa: F401,F403
+from minixla.lax.rng import *  # noqa: F401,F403
 from minixla.lax.special import *  # noqa: F401,F403
 from minixla.lax.sorting import *  # noqa: F401,F403
 from minixla.lax.control_flow import *  # noqa: F401,F403
@@ -55,4 +59,4 @@ from minixla.lax.sharding import with_sharding_constraint, sharding_constraint_p
 # shapes it was given and the user's line (``errors.api_boundary``). Keep this at the end.
 errors.wrap_package_functions(globals(), [base, elementwise, structural, reductions, contractions,
                                           indexing, windows, special, sorting, control_flow,
-                                          composites, scans, sharding])
+                                          composites, scans, sharding, rng])

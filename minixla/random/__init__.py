@@ -18,7 +18,9 @@ there a few percent of those values differ in the last bits).
   Knuth's method below ``lam = 10``, transformed rejection above, ``while_loop`` s under jit)
 
 Everything is built from ``minixla.lax`` ops (the hash is ``threefry.threefry2x32``), so it
-traces, lowers, fuses and differentiates like any other code.
+traces, lowers, fuses and differentiates like any other code. ``key(seed, impl="rbg")`` and
+``"unsafe_rbg"`` make JAX's rbg keys (``minixla.random.rbg``: bits from
+``lax.rng_bit_generator``), as does ``jax.config.jax_default_prng_impl`` for raw keys.
 """
 from minixla.core import errors
 from minixla.random import keys, samplers, threefry, gamma as _gamma_module  # noqa: F401

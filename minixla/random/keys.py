@@ -8,6 +8,12 @@ is a ``PRNGKeyArray``: a small pytree (registered with ``jax.tree_util``) around
 trailing 2) and ``dtype`` (``key<fry>``). Being a pytree, it passes through ``minixla.jit``,
 ``vmap`` and ``grad`` as its data; every function of ``minixla.random`` accepts either kind
 and returns the kind it was given, as JAX does.
+
+Three implementations, as JAX's (``minixla.random.rbg``): ``threefry2x32`` (the default,
+``uint32[..., 2]`` data), ``rbg`` and ``unsafe_rbg`` (``uint32[..., 4]``, bits from XLA's
+``rng_bit_generator``). ``key(seed, impl=...)`` picks one; a typed key carries it in its
+dtype (``key<fry>``, ``key<rbg>``, ``key<urbg>``); raw keys and ``impl=None`` use
+``jax.config.jax_default_prng_impl``.
 """
 from __future__ import annotations
 
@@ -18,15 +24,18 @@ from minixla import lax
 from minixla.core import errors
 from minixla.core.avals import canonicalize_dtype, get_aval
 from minixla.core.tracing import Tracer
-from minixla.random import threefry
+from minixla.random import rbg as _rbg
 
 IMPL = "threefry2x32"
 
 
 class KeyDType:
-    """The dtype of a typed key (JAX's ``key<fry>``, a ``jax.dtypes.prng_key`` subdtype)."""
-    name = "key<fry>"
-    impl = IMPL
+    """The dtype of a typed key (JAX's ``key<fry>``, ``key<rbg>``, ``key<urbg>``: a
+    ``jax.dtypes.prng_key`` subdtype); ``impl`` is its implementation's name."""
+
+    def __init__(self, impl=IMPL):
+        self.impl = impl
+        self.name = f"key<{_rbg.IMPLS[impl].tag}>"
 
     def __repr__(self):
         return self.name
@@ -34,7 +43,7 @@ class KeyDType:
     __str__ = __repr__
 
     def __eq__(self, other):
-        return isinstance(other, KeyDType) or other == self.name
+        return (isinstance(other, KeyDType) and other.impl == self.impl) or other == self.name
 
     def __hash__(self):
         return hash(self.name)
@@ -42,17 +51,27 @@ class KeyDType:
 
 @tree_util.register_pytree_node_class
 class PRNGKeyArray:
-    """An array of typed threefry2x32 keys (``jax.random.key``'s result): ``shape`` is the
-    keys' shape, ``dtype`` is ``key<fry>``; the ``uint32[*shape, 2]`` data is ``key_data``."""
+    """An array of typed keys (``jax.random.key``'s result): ``shape`` is the keys' shape,
+    ``dtype`` is ``key<fry>`` (``key<rbg>``/``key<urbg>``); the ``uint32[*shape, 2]``
+    (``[*shape, 4]`` for rbg) data is ``key_data``. ``impl``: a name or None (the default
+    implementation if its key size fits the data, else the one of the data's size)."""
 
-    dtype = KeyDType()
-
-    def __init__(self, data):
+    def __init__(self, data, impl=None):
         aval = get_aval(data)
-        if aval.dtype != np.uint32 or not aval.shape or aval.shape[-1] != 2:
-            raise errors.DTypeError(f"threefry2x32 key data must be uint32[..., 2], got "
+        impl = _impl_for_data(aval, impl)
+        if aval.dtype != np.uint32 or not aval.shape or aval.shape[-1] != impl.key_size:
+            raise errors.DTypeError(f"{impl.name} key data must be uint32[..., {impl.key_size}], got "
                                     f"{aval.dtype.name}{list(aval.shape)}")
         self._base = data
+        self._impl = impl.name
+
+    @property
+    def dtype(self):
+        return KeyDType(self._impl)
+
+    @property
+    def impl(self):
+        return _rbg.IMPLS[self._impl]
 
     @property
     def shape(self):
@@ -80,11 +99,11 @@ class PRNGKeyArray:
         idx = idx if isinstance(idx, tuple) else (idx,)
         if any(i is Ellipsis for i in idx):
             raise errors.UnsupportedError("Ellipsis in a key array index is not supported")
-        return PRNGKeyArray(self._base[idx + (slice(None),)])
+        return PRNGKeyArray(self._base[idx + (slice(None),)], self._impl)
 
     def reshape(self, *shape):
         shape = shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
-        return PRNGKeyArray(lax.reshape(self._base, (*shape, 2)))
+        return PRNGKeyArray(lax.reshape(self._base, (*shape, self.impl.key_size)), self._impl)
 
     def __eq__(self, other):
         if not isinstance(other, PRNGKeyArray):
@@ -98,18 +117,29 @@ class PRNGKeyArray:
         return f"Array({self.shape}, dtype={self.dtype}) overlaying:\n{np.asarray(self._base)}"
 
     def tree_flatten(self):
-        return (self._base,), None
+        return (self._base,), self._impl
 
     @classmethod
-    def tree_unflatten(cls, _aux, children):
+    def tree_unflatten(cls, aux, children):
         obj = object.__new__(cls)
         obj._base = children[0]
+        obj._impl = aux if aux is not None else IMPL
         return obj
 
 
+def _impl_for_data(aval, impl):
+    if impl is not None:
+        return _rbg.resolve(impl)
+    default = _rbg.default_impl()
+    size = aval.shape[-1] if aval.shape else None
+    if size == default.key_size:
+        return default
+    return _rbg.IMPLS["rbg"] if size == 4 else _rbg.IMPLS[IMPL]
+
+
 def _check_impl(impl):
-    if impl not in (None, IMPL, "threefry") and not isinstance(impl, KeyDType):
-        raise errors.UnsupportedError(f"minixla.random implements threefry2x32 keys only, got impl={impl!r}")
+    """The ``PRNGImpl`` named by ``impl`` (None: ``jax.config.jax_default_prng_impl``)."""
+    return _rbg.resolve(impl)
 
 
 def _seed_array(seed, ctor):
@@ -136,22 +166,21 @@ def PRNGKey(seed, *, impl=None):
 
     ``seed``: a Python int or an integer scalar (traced or not). Raises ``TypeError`` for an
     array seed or a key."""
-    _check_impl(impl)
-    return threefry.threefry_seed(_seed_array(seed, "PRNGKey"))
+    return _check_impl(impl).seed(_seed_array(seed, "PRNGKey"))
 
 
 def key(seed, *, impl=None, dtype=None):
     """A typed scalar key (``jax.random.key``): a ``PRNGKeyArray`` of shape ``()`` whose data
     is ``PRNGKey(seed)``."""
-    _check_impl(impl)
-    _check_impl(dtype)
-    return PRNGKeyArray(threefry.threefry_seed(_seed_array(seed, "key")))
+    impl = _check_impl(impl if impl is not None else dtype)
+    return PRNGKeyArray(impl.seed(_seed_array(seed, "key")), impl.name)
 
 
 def key_impl(keys):
-    """``'threefry2x32'``, the only implementation minixla has (``jax.random.key_impl``)."""
-    _key_base("key_impl", keys, allow_batched=True)
-    return IMPL
+    """The keys' implementation (``jax.random.key_impl``): ``'threefry2x32'``, ``'rbg'`` or
+    ``'unsafe_rbg'`` (a raw key: the default one)."""
+    _, impl = _key_base("key_impl", keys, allow_batched=True)
+    return (impl or _rbg.default_impl()).name
 
 
 def is_jax_key(x) -> bool:
@@ -166,16 +195,16 @@ def from_jax_key(x, name="minixla.random"):
     """A JAX typed key array as the ``PRNGKeyArray`` of the same threefry2x32 key data
     (``jax.random.key_data``), so ``minixla.random`` and ``minixla.jit`` take what
     ``jax.random.key`` returns; anything else is returned unchanged. Raises
-    ``UnsupportedError`` for a key of another implementation (``impl="rbg"``)."""
+    ``UnsupportedError`` for a key of an implementation minixla lacks (``philox4x32``...)."""
     if not is_jax_key(x):
         return x
     import jax
     impl = str(jax.random.key_impl(x))
-    if impl != IMPL:
+    if impl not in _rbg.IMPLS:
         raise errors.UnsupportedError(
-            f"{name}: minixla.random implements threefry2x32 keys only, got a JAX key of impl={impl!r}"
-            f"\n  at: {errors.user_source_line()}")
-    return PRNGKeyArray(np.asarray(jax.random.key_data(x)))
+            f"{name}: minixla.random implements threefry2x32, rbg and unsafe_rbg keys, got a JAX key of "
+            f"impl={impl!r}\n  at: {errors.user_source_line()}")
+    return PRNGKeyArray(np.asarray(jax.random.key_data(x)), impl)
 
 
 def jax_keys_to_minixla(tree, name="minixla"):
@@ -189,17 +218,21 @@ def jax_keys_to_minixla(tree, name="minixla"):
 
 def _key_base(name, k, allow_batched=False):
     """``(uint32[..., 2] data, was_typed)`` of a typed or raw key; checks its type and shape.
-    A JAX typed key (``jax.random.key``) is taken as the typed key of its data."""
+    A JAX typed key (``jax.random.key``) is taken as the typed key of its data. ``was_typed`` is
+    the typed key's ``PRNGImpl`` (truthy) or False; a raw key's size must be the default
+    implementation's."""
     k = from_jax_key(k, name)
     if isinstance(k, PRNGKeyArray):
-        base, typed, kshape = k._base, True, k.shape
+        base, typed, kshape = k._base, k.impl, k.shape
     else:
         if isinstance(k, (int, float, bool)) or not hasattr(get_aval(k), "shape"):
             raise TypeError(f"unexpected PRNG key type {type(k)}")
         aval = get_aval(k)
-        if aval.dtype != np.uint32 or not aval.shape or aval.shape[-1] != 2:
-            raise TypeError(f"{name}: a raw PRNG key is a uint32 array with trailing dimension 2 "
-                            f"(threefry2x32), got {aval.dtype.name}{list(aval.shape)}")
+        impl = _rbg.default_impl()
+        if aval.dtype != np.uint32 or not aval.shape or aval.shape[-1] != impl.key_size:
+            raise TypeError(f"{name}: a raw PRNG key is a uint32 array with trailing dimension "
+                            f"{impl.key_size} ({impl.name}, the default implementation), got "
+                            f"{aval.dtype.name}{list(aval.shape)}")
         base, typed, kshape = k, False, tuple(aval.shape[:-1])
     if not allow_batched and kshape:
         raise ValueError(f"{name} accepts a single key, but was given a key array of shape "
@@ -208,7 +241,7 @@ def _key_base(name, k, allow_batched=False):
 
 
 def _rewrap(typed, base):
-    return PRNGKeyArray(base) if typed else base
+    return PRNGKeyArray(base, typed.name if typed is not True else None) if typed else base
 
 
 def split(key, num=2):
@@ -217,7 +250,7 @@ def split(key, num=2):
     Raises ``ValueError`` for a batched key (use ``vmap``)."""
     base, typed = _key_base("split", key)
     shape = tuple(num) if isinstance(num, (tuple, list)) else (int(num),)
-    return _rewrap(typed, threefry.threefry_split(base, shape))
+    return _rewrap(typed, (typed or _rbg.default_impl()).split(base, shape))
 
 
 def fold_in(key, data):
@@ -229,7 +262,7 @@ def fold_in(key, data):
                         f"shape {get_aval(data).shape} != (). Use jax.vmap for batching.")
     if isinstance(data, int) and not isinstance(data, bool):
         data = np.asarray(data).astype(np.uint32)  # (jnp.asarray(data, 'uint32') wraps)
-    return _rewrap(typed, threefry.threefry_fold_in(base, data))
+    return _rewrap(typed, (typed or _rbg.default_impl()).fold_in(base, data))
 
 
 def key_data(keys):
@@ -239,9 +272,9 @@ def key_data(keys):
 
 
 def wrap_key_data(key_bits_array, *, impl=None, dtype=None):
-    """Typed keys from their ``uint32[..., 2]`` data (``jax.random.wrap_key_data``)."""
-    _check_impl(impl)
-    _check_impl(dtype)
+    """Typed keys from their ``uint32[..., 2]`` (rbg: ``[..., 4]``) data
+    (``jax.random.wrap_key_data``); ``impl=None``: the default implementation."""
+    impl = _check_impl(impl if impl is not None else dtype)
     if isinstance(key_bits_array, PRNGKeyArray):
         raise TypeError("wrap_key_data takes raw key data, got a typed key array")
-    return PRNGKeyArray(key_bits_array)
+    return PRNGKeyArray(key_bits_array, impl.name)

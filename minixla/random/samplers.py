@@ -171,7 +171,7 @@ def randint(key, shape, minval, maxval, dtype=None):
     """Integers uniform in ``[minval, maxval)`` (``jax.random.randint``): two draws of the
     dtype's width per value, reduced modulo the span (biased by about ``span**2 / 2**(2*bits)``,
     as JAX's); values below 32 bits are drawn as int32. ``maxval <= minval`` gives ``minval``."""
-    base, _ = _key_base("randint", key)
+    base, impl = _key_base("randint", key)
     dtype = canonicalize_dtype(int if dtype is None else dtype)
     if dtype.kind not in "iu":
         raise TypeError(f"randint only accepts integer dtypes, got {dtype}")
@@ -182,10 +182,22 @@ def randint(key, shape, minval, maxval, dtype=None):
         sample_dtype = np.dtype("int32")
         minval = mnp.clip(mnp.asarray(minval).astype("int32"), int(info.min), int(info.max))
         maxval = mnp.clip(mnp.asarray(maxval).astype("int32"), int(info.min), int(info.max) + 1)
-    return mnp.asarray(_randint(base, minval, maxval, shape, sample_dtype)).astype(dtype)
+    return mnp.asarray(_randint(base, minval, maxval, shape, sample_dtype, impl)).astype(dtype)
 
 
-def _randint(key, minval, maxval, shape, dtype):
+def _split(key, impl):
+    """``split(key, 2)``'s data by the key's implementation (a typed key's, else the default)."""
+    from minixla.random import rbg
+    return (impl or rbg.default_impl()).split(key, (2,))
+
+
+def _two_keys(keys):
+    """The two keys of ``split(key, 2)``'s data (``uint32[2, n]``: n = 2, or 4 for rbg)."""
+    n = get_aval(keys).shape[-1]
+    return lax.reshape(lax.slice(keys, (0, 0), (1, n)), (n,)), lax.reshape(lax.slice(keys, (1, 0), (2, n)), (n,))
+
+
+def _randint(key, minval, maxval, shape, dtype, impl=None):
     _check_shape("randint", shape, get_aval(minval).shape, get_aval(maxval).shape)
     minval, maxval = _int_arg(minval), _int_arg(maxval)
     maxval_out_of_range = mnp.greater(
@@ -194,8 +206,7 @@ def _randint(key, minval, maxval, shape, dtype):
     maxval = _clip_convert(maxval, dtype)
     minval, maxval = _to_rank(minval, len(shape)), _to_rank(maxval, len(shape))
     nbits = np.iinfo(dtype).bits
-    keys = threefry.threefry_split(key, (2,))
-    k1, k2 = lax.reshape(lax.slice(keys, (0, 0), (1, 2)), (2,)), lax.reshape(lax.slice(keys, (1, 0), (2, 2)), (2,))
+    k1, k2 = _two_keys(_split(key, impl))
     higher = threefry.threefry_random_bits(k1, nbits, shape)
     lower = threefry.threefry_random_bits(k2, nbits, shape)
     unsigned = _UINT[nbits]
@@ -309,15 +320,13 @@ def rademacher(key, shape=(), dtype=None):
     return mnp.asarray(mnp.subtract(mnp.multiply(2, b), 1)).astype(dtype)
 
 
-def _shuffle(key, x, axis):
+def _shuffle(key, x, axis, impl=None):
     """JAX's shuffle: sort by fresh 32-bit random keys, ``ceil(3 ln(n) / ln(2**32 - 1))``
     rounds (one below ~1600 elements), so collisions of the sort keys bias it negligibly."""
     size = get_aval(x).size
     rounds = int(np.ceil(3 * np.log(max(1, size)) / np.log(np.iinfo(np.uint32).max)))
     for _ in range(rounds):
-        keys = threefry.threefry_split(key, (2,))
-        key = lax.reshape(lax.slice(keys, (0, 0), (1, 2)), (2,))
-        subkey = lax.reshape(lax.slice(keys, (1, 0), (2, 2)), (2,))
+        key, subkey = _two_keys(_split(key, impl))
         sort_keys = threefry.threefry_random_bits(subkey, 32, get_aval(x).shape)
         _, x = lax.sort_key_val(sort_keys, x, axis)
     return x
@@ -326,20 +335,20 @@ def _shuffle(key, x, axis):
 def permutation(key, x, axis=0, independent=False):
     """A random permutation of ``range(x)`` (an int), or of ``x`` along ``axis``
     (``jax.random.permutation``); ``independent=True`` shuffles each slice on its own."""
-    base, _ = _key_base("permutation", key)
+    base, impl = _key_base("permutation", key)
     if not isinstance(x, (int, np.integer)) and get_aval(x).ndim:
         x = mnp.asarray(x)
         nd = get_aval(x).ndim
         axis = axis % nd
         if independent or nd == 1:
-            return _shuffle(base, x, axis)
-        ind = _shuffle(base, mnp.arange(get_aval(x).shape[axis]), 0)
+            return _shuffle(base, x, axis, impl)
+        ind = _shuffle(base, mnp.arange(get_aval(x).shape[axis]), 0, impl)
         return mnp.take(x, ind, axis, unique_indices=True)
     if not isinstance(x, (int, np.integer)):
         if get_aval(x).dtype.kind not in "iu":
             raise TypeError("x must be an integer or at least 1-dimensional")
         x = int(np.asarray(x))  # (raises ConcretizationTypeError for a traced value)
-    return _shuffle(base, mnp.arange(int(x)), 0)
+    return _shuffle(base, mnp.arange(int(x)), 0, impl)
 
 
 def choice(key, a, shape=(), replace=True, p=None, axis=0, mode=None):

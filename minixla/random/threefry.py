@@ -133,6 +133,9 @@ def threefry_seed(seed):
 
 def threefry_split(key, shape):
     """``uint32[*shape, 2]``: ``prod(shape)`` new keys from ``key`` (``uint32[2]``)."""
+    if get_aval(key).shape[-1:] == (4,):  # (rbg key data, from a sampler: minixla.random.rbg)
+        from minixla.random import rbg
+        return rbg.rbg_split(key, shape)
     k1, k2 = _key_words(key)
     hi, lo = iota_2x32_shape(shape)
     b1, b2 = threefry2x32(k1, k2, hi, lo)
@@ -154,6 +157,9 @@ def threefry_random_bits(key, bit_width: int, shape):
     hash words for 8/16/32 bits (truncated below 32), ``hi << 32 | lo`` for 64 bits."""
     if bit_width not in _UINT:
         raise errors.DTypeError("random bits requires 8-, 16-, 32- or 64-bit field width")
+    if get_aval(key).shape[-1:] == (4,):  # (rbg/unsafe_rbg key data: XLA's rng_bit_generator)
+        from minixla.random import rbg
+        return rbg.rbg_random_bits(key, bit_width, shape)
     k1, k2 = _key_words(key)
     hi, lo = iota_2x32_shape(shape)
     b1, b2 = threefry2x32(k1, k2, hi, lo)

@@ -1,0 +1,57 @@
+"""``minixla.random`` with ``rbg`` and ``unsafe_rbg`` keys (``minixla/random/rbg.py``): keys,
+``split``, ``fold_in``, ``bits``, ``uniform``, ``normal``, ``randint`` bit-identical to
+``jax.random``; raw ``uint32[4]`` keys under ``jax_default_prng_impl="rbg"``."""
+import os
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import minixla
+import minixla.random as mr
+
+DEEP = os.environ.get("MINIXLA_DEEP_RANDOM", "0") not in ("", "0")
+
+
+def _program(R, seed, deep=DEEP):
+    k = R.key(seed, impl="rbg")
+    s, f = R.split(k), R.fold_in(k, 7)
+    u = R.key(seed, impl="unsafe_rbg")
+    raw = R.PRNGKey(seed)  # (read with the default implementation: rbg here)
+    out = [R.key_data(s), R.key_data(f), R.uniform(f, (7,)), R.normal(s[1], (3, 2)),
+           R.key_data(R.split(u, 3)), R.key_data(R.fold_in(u, 5)), raw, R.bits(raw, (5,), jnp.uint8)]
+    if deep:  # (MINIXLA_DEEP_RANDOM=1: every sampler of both implementations)
+        for k in (k, u):
+            s, f = R.split(k, 3), R.fold_in(k, 7)
+            out += [R.bits(s[2], (5,), jnp.uint16), R.uniform(f, (4,), jnp.float32, -1., 2.),
+                    R.normal(s[1], (3, 2)), R.randint(s[0], (5,), 0, 10), R.permutation(f, 6),
+                    R.bernoulli(s[1], 0.3, (6,)), R.key_data(R.split(s[0], (2, 2)))]
+        out += [R.split(raw), R.randint(raw, (5,), 0, 10)]
+    return out
+
+
+def test_rbg_keys_match_jax_random():
+    jax.config.update("jax_default_prng_impl", "rbg")
+    try:
+        # jitted, both (jax.random's samplers run jitted; the seed an argument, so that minixla
+        # traces the key derivation instead of running it op by op); one LLVM program
+        seed = np.int32(42)
+        want = jax.jit(lambda q: _program(jax.random, q))(seed)
+        for backend in ("llvm", "jax") if DEEP else ("llvm",):
+            got = minixla.jit(lambda q: _program(mr, q), backend=backend)(seed)
+            for n, (g, w) in enumerate(zip(got, want)):
+                assert np.asarray(g).dtype == np.asarray(w).dtype, n
+                np.testing.assert_array_equal(g, w, err_msg=f"{backend} #{n}")
+        with pytest.raises(TypeError, match="trailing dimension 4"):
+            mr.uniform(np.zeros(2, np.uint32), (3,))
+    finally:
+        jax.config.update("jax_default_prng_impl", "threefry2x32")
+    k = mr.key(1, impl="unsafe_rbg")
+    assert str(k.dtype) == "key<urbg>" and mr.key_impl(k) == "unsafe_rbg" and k.shape == ()
+    assert mr.key_data(mr.split(k, (2, 3))).shape == (2, 3, 4)
+    # eagerly, and a JAX typed rbg key taken as minixla's
+    jk = jax.random.key(9, impl="rbg")
+    np.testing.assert_array_equal(mr.key_data(mr.fold_in(jk, 3)), jax.random.key_data(jax.random.fold_in(jk, 3)))
+    with pytest.raises(minixla.core.errors.UnsupportedError, match="philox4x32"):
+        mr.key(0, impl="philox4x32")
