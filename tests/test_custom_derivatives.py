@@ -172,6 +172,8 @@ def test_jit_of_a_custom_function_keeps_its_rule():
     double.backend = "not-a-backend"  # a user attribute is copied, and the Jitted's own wins
     jitted = minixla.jit(double)
     assert jitted.backend == "llvm" and float(jitted(2.0)) == 4.0
+    outer = minixla.jit(jitted, backend="jax")  # (was: llvm, the inner's cache shared, fun = double)
+    assert outer.backend == "jax" and outer.fun is jitted and outer._cache is not jitted._cache
 
 
 def test_clip_gradient_custom_vjp_per_example():
