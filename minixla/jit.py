@@ -414,6 +414,9 @@ class Jitted:
             raise ValueError(f"unknown backend {backend!r}; choose one of {BACKENDS}")
         if frontend not in FRONTENDS:
             raise ValueError(f"unknown frontend {frontend!r}; choose one of {FRONTENDS}")
+        # First, so that what ``fun.__dict__`` holds never overwrites the Jitted's own fields: a
+        # ``custom_jvp`` (minixla's or JAX's) and ``jax.grad`` of one carry ``fun`` (the primal).
+        functools.update_wrapper(self, fun)
         self.fun = fun
         self.backend = backend
         self.frontend = frontend
@@ -454,7 +457,6 @@ class Jitted:
         # Descriptions of the signatures compiled so far (for the diagnostics; bounded).
         self._history: collections.OrderedDict = collections.OrderedDict()
         self._warned_recompiles = False
-        functools.update_wrapper(self, fun)
 
     def _split_static(self, args, kwargs):
         """Separate static arguments (compile-time Python values, part of the cache key) from

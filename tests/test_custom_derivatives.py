@@ -156,6 +156,26 @@ def test_log1pexp_gradient_is_stable_where_autodiff_gives_nan():
     _close(minixla.jit(minixla.grad(minixla.grad(ours)))(1.5), jax.jit(jax.grad(jax.grad(theirs)))(1.5))
 
 
+def test_jit_of_a_custom_function_keeps_its_rule():
+    """``minixla.jit`` copies the wrapped function's attributes (``functools.update_wrapper``);
+    a ``custom_jvp`` (and ``jax.grad`` of JAX's) carries ``fun``, its primal, which once
+    overwrote ``Jitted.fun``: the rule was dropped (nan) or the primal computed instead of the
+    gradient (fresh-user find)."""
+    ours, theirs = log1pexp_of(minixla, mnp), log1pexp_of(jax, jnp)
+    want = float(jax.grad(jax.jit(theirs))(100.))
+    assert float(minixla.grad(minixla.jit(ours))(100.)) == want == 1.0
+    relu_grad = jax.grad(jax.nn.relu)  # a custom_jvp inside JAX: its grad's __dict__ has 'fun'
+    assert float(minixla.jit(relu_grad, frontend="jax")(3.0)) == float(relu_grad(3.0)) == 1.0
+
+    def double(x):
+        return 2 * x
+    double.backend = "not-a-backend"  # a user attribute is copied, and the Jitted's own wins
+    jitted = minixla.jit(double)
+    assert jitted.backend == "llvm" and float(jitted(2.0)) == 4.0
+    outer = minixla.jit(jitted, backend="jax")  # (was: llvm, the inner's cache shared, fun = double)
+    assert outer.backend == "jax" and outer.fun is jitted and outer._cache is not jitted._cache
+
+
 def test_clip_gradient_custom_vjp_per_example():
     ours, theirs = clip_gradient_of(minixla, mnp), clip_gradient_of(jax, jnp)
     t = np.linspace(0, 10, 7, dtype=np.float32)

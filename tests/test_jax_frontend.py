@@ -211,6 +211,20 @@ def test_automatic_switch_says_so(caplog):
         minixla.jit(f, frontend="minixla")(x)
 
 
+def test_a_jax_function_itself_switches_too():
+    """``minixla.jit(jnp.sin)``, ``minixla.jit(jax.grad(f))``: JAX's complaint has no frame of the
+    user's in its traceback (fresh-user find: it escaped as JAX's bare TypeError); the switch
+    happens, and inside ``minixla.grad`` it is a JaxFunctionError at the user's line."""
+    x = np.linspace(-1, 2, 4, dtype=np.float32)
+    loss = lambda v: jnp.sum(jnp.sin(v) ** 2)  # noqa: E731
+    for fun in (jnp.sin, jax.grad(loss), jax.jit(jax.vmap(jnp.cos))):
+        jitted = minixla.jit(fun)
+        assert_tree_close(jitted(x), jax.jit(fun)(x), rtol=1e-6, atol=1e-7)
+        assert jitted.frontend == "jax"
+    with pytest.raises(minixla.errors.JaxFunctionError, match=r"at: .*test_jax_frontend\.py"):
+        minixla.grad(jnp.sin)(1.0)
+
+
 def test_under_minixla_grad_and_vmap():
     f = minixla.jit(lambda w, x: jnp.sum(jnp.tanh(x @ w) ** 2), frontend="jax")
     w = np.linspace(-1, 1, 6, dtype=np.float32).reshape(3, 2)
@@ -265,6 +279,7 @@ def test_control_flow_imports_as_minixla_control_flow():
     ("approx_top_k", lambda x: lax.approx_max_k(x, 2)[0]),
     ("rng_bit_generator", lambda x: x + lax.rng_bit_generator(jax.random.key_data(jax.random.PRNGKey(0)).repeat(2),
                                                                x.shape, dtype=np.uint32)[1]),
+    ("le_to", lambda x: jnp.searchsorted(x, x)),  # (a total-order compare, not shape polymorphism)
 ])  # (lgamma and random_gamma import since issue 14: tests/test_special.py)
 def test_unsupported_primitive_names_it_and_the_line(prim, fn):
     with pytest.raises(UnsupportedJaxPrimitiveError) as info:

@@ -339,7 +339,10 @@ def jax_function_error_from(e: BaseException):
             user = tb
         tb = tb.tb_next
     if user is None:
-        return None
+        # the traced function is JAX's own (``minixla.jit(jnp.sin)``, ``minixla.jit(jax.grad(f))``):
+        # no frame of the user's in the traceback; the user's line is the one running now
+        msg = _jax_function_message(None, None, _message(e))
+        return JaxFunctionError(msg.replace("at: <unknown>", f"at: {user_source_line()}"))
     return JaxFunctionError(_jax_function_message(user.tb_frame, user.tb_lasti, _message(e)))
 
 
