@@ -107,6 +107,17 @@ def test_custom_jvp_derivatives_at_kinks_and_ties_match_jax():
         for i, (g, w) in enumerate(zip(got, want)):
             np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=2e-6, atol=1e-6,
                                        err_msg=f"{how}: case {i // 2} derivative {i % 2 + 1}")
+    # JAX's own functions through the JAX front end keep JAX's rules under minixla's grad (the
+    # importer carries each custom_jvp_call's rule), and a jax.grad inside gives JAX's values.
+    some = [0, 1, 4, 8, 9]  # relu, relu6, softplus, sinc, logaddexp
+    imported = derivatives(minixla.grad, minixla.vmap, [minixla.jit(cases[i][1], frontend="jax") for i in some])
+    got = minixla.jit(imported)([xs[i] for i in some])
+    for k, i in enumerate(some):
+        for order in (0, 1):
+            np.testing.assert_allclose(np.asarray(got[2 * k + order]), np.asarray(want[2 * i + order]),
+                                       rtol=2e-6, atol=1e-6, err_msg=f"imported: case {i} derivative {order + 1}")
+    relu_grad = minixla.jit(jax.grad(jax.nn.relu), frontend="jax")
+    assert (float(relu_grad(3.0)), float(relu_grad(0.0))) == (1.0, 0.0)
     # The rules are visible as JAX's: one custom_jvp_call per function.
     jaxpr = str(minixla.make_jaxpr(mnn.softplus)(1.0))
     assert "custom_jvp_call" in jaxpr and "name=logaddexp" in jaxpr, jaxpr
