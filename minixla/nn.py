@@ -13,6 +13,7 @@ from minixla import lax
 from minixla import numpy as jnp
 from minixla.core import errors
 from minixla.core.avals import canonicalize_dtype, get_aval
+from minixla.interpreters.custom_derivatives import custom_jvp
 
 
 def _float_arg(x):
@@ -20,14 +21,46 @@ def _float_arg(x):
     return jnp.asarray(x) if not isinstance(x, jnp.Tracer) else x
 
 
+def _named_custom_jvp(name):
+    """``custom_jvp`` of the decorated function, named ``name`` in a jaxpr as JAX's is."""
+    def wrap(fun):
+        fun.__name__ = fun.__qualname__ = name
+        return custom_jvp(fun)
+    return wrap
+
+
+def _kink_free(g, keep):
+    """The tangent ``g`` where ``keep``, 0 elsewhere (JAX's ``select(keep, g, full_like(g, 0))``)."""
+    return lax.select(keep, g, jnp.zeros_like(g))
+
+
 def relu(x):
-    """``max(x, 0)`` (``jax.nn.relu``)."""
+    """``max(x, 0)`` (``jax.nn.relu``). As JAX's ``custom_jvp``, the derivative at 0 is 0
+    (not the 0.5 that ``max``'s tie split would give): the tangent is ``g`` where ``x > 0``."""
+    return _relu(jnp._arr(x))
+
+
+@_named_custom_jvp("relu")
+def _relu(x):
     return jnp.maximum(x, 0)
 
 
+_relu.defjvps(lambda g, ans, x: _kink_free(g, x > 0))
+
+
 def relu6(x):
-    """``min(max(x, 0), 6)`` (``jax.nn.relu6``)."""
+    """``min(max(x, 0), 6)`` (``jax.nn.relu6``). As JAX's ``custom_jvp``, the derivative is 0 at
+    both kinks 0 and 6 (the tangent is ``g`` where ``0 < x < 6``); ``hard_sigmoid`` and
+    ``hard_silu`` inherit it."""
+    return _relu6(jnp._arr(x))
+
+
+@_named_custom_jvp("relu6")
+def _relu6(x):
     return jnp.minimum(jnp.maximum(x, 0), 6.)
+
+
+_relu6.defjvps(lambda g, ans, x: _kink_free(g, jnp.logical_and(x > 0, x < 6)))
 
 
 def sigmoid(x):
@@ -246,10 +279,18 @@ def mish(x):
 
 def log1mexp(x):
     """``log(1 - exp(-x))`` for ``x > 0``, by ``log(-expm1(-x))`` below ``log 2`` and
-    ``log1p(-exp(-x))`` above (``jax.nn.log1mexp``)."""
-    x = jnp._arr(x)
+    ``log1p(-exp(-x))`` above (``jax.nn.log1mexp``); its derivative is JAX's ``custom_jvp``
+    rule ``g / expm1(x)`` (one formula on both sides of the switch)."""
+    return _log1mexp(jnp._arr(x))
+
+
+@_named_custom_jvp("log1mexp")
+def _log1mexp(x):
     c = jnp.log(2.0)
     return jnp.where(x < c, jnp.log(-jnp.expm1(-x)), jnp.log1p(-jnp.exp(-x)))
+
+
+_log1mexp.defjvps(lambda g, ans, x: g / jnp.expm1(x))
 
 
 def standardize(x, axis=-1, mean=None, variance=None, epsilon=1e-5, where=None, *, algorithm="fast"):

@@ -231,10 +231,10 @@ def test_under_minixla_grad_and_vmap():
     x = np.linspace(0, 1, 12, dtype=np.float32).reshape(4, 3)
     g = minixla.jit(minixla.grad(f))(w, x)
     np.testing.assert_allclose(g, jax.grad(lambda w, x: jnp.sum(jnp.tanh(x @ w) ** 2))(w, x), rtol=1e-5)
-    # (a custom_jvp inside is not used by minixla's AD: it differentiates the primal, as the
-    # README says -- jax.nn.relu at exactly 0 gets max's tie rule)
+    # (a custom_jvp inside keeps JAX's rule under minixla's AD: jax.nn.relu at exactly 0 is 0, not
+    # max's tie split 0.5)
     relu = minixla.jit(jax.nn.relu, frontend="jax")
-    assert minixla.grad(relu)(np.float32(0.0)) == 0.5 and jax.grad(jax.nn.relu)(0.0) == 0.0
+    assert minixla.grad(relu)(np.float32(0.0)) == 0.0 == jax.grad(jax.nn.relu)(0.0)
     assert minixla.grad(relu)(np.float32(2.0)) == 1.0
     per_example = minixla.vmap(f, in_axes=(None, 0))(w, x[:, None])
     np.testing.assert_allclose(per_example, jax.vmap(lambda x: jnp.sum(jnp.tanh(x @ w) ** 2))(x[:, None]),

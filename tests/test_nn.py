@@ -60,3 +60,65 @@ def test_softmax_gradient_stops_at_the_max_as_jax():
     want = jax.vjp(lambda x: jax.nn.softmax(x, axis=1), x)[1](c)[0]
     got = minixla.jit(lambda x, c: minixla.vjp(lambda x: minixla.nn.softmax(x, axis=1), x)[1](c)[0])(x, c)
     np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+
+
+# Functions JAX defines with custom_jvp (or builds on one), each at its kinks/ties and at ordinary
+# points: relu/relu6 have derivative 0 at their kinks (not max's 0.5 split), logaddexp(2) 0.5 on a
+# tie (softplus, log_sigmoid, mish inherit it), hard_sigmoid/hard_silu inherit relu6's, sinc's
+# derivatives at 0 are the Maclaurin coefficients, log1mexp uses g / expm1(x).
+def _custom_jvp_cases():
+    import jax.numpy as jnp
+    import minixla.numpy as mnp
+    f32 = lambda *v: np.array(v, np.float32)  # noqa: E731
+    return [
+        (mnn.relu, jax.nn.relu, f32(0., -1., 2.)),
+        (mnn.relu6, jax.nn.relu6, f32(0., 6., 3., 7.)),
+        (mnn.hard_sigmoid, jax.nn.hard_sigmoid, f32(-3., 3., 0.5)),
+        (mnn.hard_silu, jax.nn.hard_silu, f32(-3., 3., 0.5)),
+        (mnn.softplus, jax.nn.softplus, f32(0., -2., 3.)),
+        (mnn.log_sigmoid, jax.nn.log_sigmoid, f32(0., 1.5)),
+        (mnn.mish, jax.nn.mish, f32(0., 1.)),
+        (mnn.log1mexp, jax.nn.log1mexp, f32(np.log(2.), 0.3, 2.)),
+        (mnp.sinc, jnp.sinc, f32(0., 0.3)),
+        (lambda x: mnp.logaddexp(x, 1.), lambda x: jnp.logaddexp(x, 1.), f32(1., 0.)),
+        (lambda x: mnp.logaddexp(1., x), lambda x: jnp.logaddexp(1., x), f32(1., 0.)),
+        (lambda x: mnp.logaddexp2(x, 1.), lambda x: jnp.logaddexp2(x, 1.), f32(1., 0.)),
+        (lambda x: mnp.logaddexp2(1., x), lambda x: jnp.logaddexp2(1., x), f32(1., -3.)),
+    ]
+
+
+def test_custom_jvp_derivatives_at_kinks_and_ties_match_jax():
+    cases = _custom_jvp_cases()
+    xs = [c[2] for c in cases]
+
+    def derivatives(grad, vmap, fns):
+        def run(xs):
+            outs = []
+            for f, x in zip(fns, xs):
+                d1 = grad(f)
+                outs += [vmap(d1)(x), vmap(grad(d1))(x)]
+            return outs
+        return run
+
+    want = jax.jit(derivatives(jax.grad, jax.vmap, [c[1] for c in cases]))(xs)
+    mine = derivatives(minixla.grad, minixla.vmap, [c[0] for c in cases])
+    for how, fn in [("eager", mine)] + [(b, minixla.jit(mine, backend=b)) for b in BACKENDS]:
+        got = fn(xs)
+        for i, (g, w) in enumerate(zip(got, want)):
+            np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=2e-6, atol=1e-6,
+                                       err_msg=f"{how}: case {i // 2} derivative {i % 2 + 1}")
+    # JAX's own functions through the JAX front end keep JAX's rules under minixla's grad (the
+    # importer carries each custom_jvp_call's rule), and a jax.grad inside gives JAX's values.
+    some = [0, 1, 4, 8, 9]  # relu, relu6, softplus, sinc, logaddexp
+    imported = derivatives(minixla.grad, minixla.vmap, [minixla.jit(cases[i][1], frontend="jax") for i in some])
+    got = minixla.jit(imported)([xs[i] for i in some])
+    for k, i in enumerate(some):
+        for order in (0, 1):
+            np.testing.assert_allclose(np.asarray(got[2 * k + order]), np.asarray(want[2 * i + order]),
+                                       rtol=2e-6, atol=1e-6, err_msg=f"imported: case {i} derivative {order + 1}")
+    relu_grad = minixla.jit(jax.grad(jax.nn.relu), frontend="jax")
+    assert (float(relu_grad(3.0)), float(relu_grad(0.0))) == (1.0, 0.0)
+    # The rules are visible as JAX's: one custom_jvp_call per function.
+    jaxpr = str(minixla.make_jaxpr(mnn.softplus)(1.0))
+    assert "custom_jvp_call" in jaxpr and "name=logaddexp" in jaxpr, jaxpr
+    assert "name=relu" in str(minixla.make_jaxpr(mnn.relu)(1.0))

@@ -11,10 +11,10 @@ builds a minixla jaxpr, which minixla's own passes and backends compile; run und
   dtype JAX gives its variable (else an ``ImportRuleError``: a bug of the rule), and takes JAX's
   weak type. Literals keep their dtype and weak type; a closed jaxpr's consts become constvars.
 - Sub-jaxprs are inlined, recursively: ``jit`` (pjit), ``closed_call``, ``core_call``,
-  ``checkpoint`` (remat), and the primal computation of ``custom_jvp_call``/``custom_vjp_call``
-  (JAX has already applied the custom rule to anything it differentiated; minixla's own AD then
-  differentiates the primal, which it cannot do differently from JAX except at the points where
-  a custom rule chose a subgradient, e.g. ``jax.nn.relu`` at 0).
+  ``checkpoint`` (remat), and the primal computation of ``custom_vjp_call`` (minixla's own AD
+  differentiates that primal, not JAX's ``bwd``). ``custom_jvp_call`` becomes a
+  ``minixla.custom_jvp`` carrying JAX's rule (``jax_custom_jvp``), so minixla's AD gives JAX's
+  values at the kinks and ties those rules choose (``jax.nn.relu`` at 0).
 - A primitive without a rule is an ``UnsupportedJaxPrimitiveError`` naming it, why it is missing
   (``UNSUPPORTED`` gives the reason for the known ones) and the user's line, as JAX recorded it.
 - The rules live with their family: this module (elementwise, structural, reductions,
@@ -718,10 +718,10 @@ import_rules.update({
     "nextafter": lambda x1, x2: lax.nextafter(*_broadcast_size1(x1, x2)),
     "cumlogsumexp": lambda x, *, axis, reverse: lax.cumlogsumexp(x, axis=int(axis), reverse=bool(reverse)),
     # calls, inlined: jit (pjit), closed_call, core_call, checkpoint (remat), and the primal of
-    # custom_jvp_call / custom_vjp_call
+    # custom_vjp_call (custom_jvp_call, with its rule: jax_custom_jvp)
     "jit": _inline("jaxpr"), "pjit": _inline("jaxpr"), "closed_call": _inline("call_jaxpr"),
     "core_call": _inline("call_jaxpr", closed=False), "remat2": _inline("jaxpr", closed=False),
-    "checkpoint": _inline("jaxpr", closed=False), "custom_jvp_call": _inline("call_jaxpr"),
+    "checkpoint": _inline("jaxpr", closed=False),
     "custom_vjp_call": _inline("call_jaxpr"), "custom_vjp_call_jaxpr": _inline("fun_jaxpr"),
 })
 
@@ -729,3 +729,4 @@ from minixla.frontends import jax_control_flow  # noqa: E402,F401 (cond, while, 
 from minixla.frontends import jax_random  # noqa: E402,F401 (jax.random's keys and bits)
 from minixla.frontends import jax_windows  # noqa: E402,F401 (pooling derivatives, reduce bodies)
 from minixla.frontends import jax_bits  # noqa: E402,F401 (population_count, clz, mulhi, reduce_xor)
+from minixla.frontends import jax_custom_jvp  # noqa: E402,F401 (custom_jvp_call with JAX's rule)

@@ -11,12 +11,14 @@ import numpy as np
 from minixla import lax
 from minixla.core import errors
 from minixla.core.avals import get_aval
+from minixla.interpreters.custom_derivatives import custom_jvp
 from minixla.numpy.promotion import (
     _arr, _cast, _default_float, _full_shape, _is_inexact, _promote_inexact,
     _where_line, broadcast_shapes)
 from minixla.numpy.creation import asarray, full_like, zeros_like
 from minixla.numpy.elementwise import (
     abs, equal, greater, isfinite, isnan, less, logical_and, logical_or, signbit, where)
+from minixla.numpy.misc import _logaddexp_jvp_rule
 from minixla.numpy.reductions import all
 
 
@@ -52,11 +54,21 @@ def copysign(x1, x2, /):
 
 def logaddexp2(x1, x2, /):
     """``log2(2**x1 + 2**x2)`` without overflow (``jnp.logaddexp2``):
-    ``max + log1p(2**-|x1 - x2|) / ln 2``, or ``x1 + x2`` where the difference is NaN."""
-    x1, x2 = _inexact_pair(x1, x2)
+    ``max + log1p(2**-|x1 - x2|) / ln 2``, or ``x1 + x2`` where the difference is NaN. Its
+    derivative is JAX's ``custom_jvp`` rule ``t1 2**(x1 - out) + t2 2**(x2 - out)`` (a tie gives
+    (0.5, 0.5)), as ``logaddexp``'s."""
+    return _logaddexp2(*_inexact_pair(x1, x2))
+
+
+def _logaddexp2_impl(x1, x2):
     delta = lax.sub(x1, x2)
     tail = lax.mul(_const(x1, 1 / np.log(2)), lax.log1p(lax.exp2(lax.neg(lax.abs(delta)))))
     return lax.select(lax.ne(delta, delta), lax.add(x1, x2), lax.add(lax.max(x1, x2), tail))
+
+
+_logaddexp2_impl.__name__ = _logaddexp2_impl.__qualname__ = "logaddexp2"  # JAX's name in a jaxpr
+_logaddexp2 = custom_jvp(_logaddexp2_impl)
+_logaddexp2.defjvp(_logaddexp_jvp_rule(_logaddexp2, lax.exp2, "_logaddexp2_jvp"))
 
 
 def fmax(x1, x2):
@@ -70,12 +82,31 @@ def fmin(x1, x2):
 
 
 def sinc(x, /):
-    """``sin(pi x) / (pi x)``, 1 at 0 (``jnp.sinc``)."""
+    """``sin(pi x) / (pi x)``, 1 at 0 (``jnp.sinc``); its derivatives of every order at 0 are
+    exact, by JAX's ``custom_jvp`` Maclaurin rule."""
     x, = _promote_inexact(_arr(x))
     is_zero = lax.eq(x, _const(x, 0))
     pi_x = lax.mul(_const(x, np.pi), x)
     safe = lax.select(is_zero, _const(x, 1), pi_x)
-    return lax.select(is_zero, _const(x, 1), lax.div(lax.sin(safe), safe))
+    return lax.select(is_zero, _sinc_maclaurin(0, pi_x), lax.div(lax.sin(safe), safe))
+
+
+def _sinc_maclaurin_impl(k, x):
+    # The k-th derivative of sin(x)/x at 0, shaped as x (JAX's _sinc_maclaurin): its JVP is the
+    # (k+1)-th times the tangent, so every order of grad of sinc at 0 is the Taylor coefficient
+    # (d2/dx2 sinc(0) = -pi**2 / 3), where differentiating the select would give 0.
+    zero = lax.mul(x, _const(x, 0))
+    return zero if k % 2 else lax.add(zero, _const(x, (-1) ** (k // 2) / (k + 1)))
+
+
+_sinc_maclaurin_impl.__name__ = _sinc_maclaurin_impl.__qualname__ = "_sinc_maclaurin"
+_sinc_maclaurin = custom_jvp(_sinc_maclaurin_impl, nondiff_argnums=(0,))
+
+
+@_sinc_maclaurin.defjvp
+def _sinc_maclaurin_jvp(k, primals, tangents):
+    (x,), (t,) = primals, tangents
+    return _sinc_maclaurin(k, x), lax.mul(_sinc_maclaurin(k + 1, x), t)
 
 
 def deg2rad(x, /):
