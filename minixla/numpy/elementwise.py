@@ -15,7 +15,7 @@ from minixla.core.tracing import Tracer
 from minixla.numpy.promotion import (
     _arr, _broadcast_args, _cast, _check_kind, _default_int, _full_shape, _is_inexact,
     _is_int_index, _is_python_scalar, _promote_dtypes, _promote_inexact, _where_line,
-    broadcast_shapes, broadcast_to, finfo)
+    bfloat16, broadcast_shapes, broadcast_to, finfo)
 from minixla.numpy.creation import asarray, full_like
 
 
@@ -109,11 +109,16 @@ def true_divide(x1, x2, /):
     ``x1 * broadcast(1 / x2)``. This is what XLA's algebraic simplifier does to the
     ``div(x, broadcast(y))`` that ``jnp.true_divide`` compiles to, so it is what JAX eager
     returns (up to 1 ulp away from a correctly rounded division); equal shapes divide exactly.
+    bfloat16 is the exception: XLA:CPU widens bf16 arithmetic to float32 before simplifying, so
+    the reciprocal is a float32 one and ``x1 * (1 / x2)`` is rounded to bf16 once (see
+    ``_bf16_times_reciprocal``).
     """
     x1, x2 = _promote_inexact(_arr(x1), _arr(x2))
     out_shape = broadcast_shapes(get_aval(x1).shape, get_aval(x2).shape)
     if get_aval(x2).shape != out_shape and math.prod(out_shape) > 1:  # (XLA makes a one-element
         # broadcast a reshape, and then there is no broadcast divisor to rewrite)
+        if get_aval(x1).dtype == _BF16:
+            return _bf16_times_reciprocal(x1, x2)
         one = _cast(1, get_aval(x2).dtype, get_aval(x2).weak_type)
         return multiply(x1, lax.div(one, x2) if isinstance(x2, Tracer) else _reciprocal_const(x2))
     x1, x2 = _broadcast_args(x1, x2)
@@ -122,10 +127,37 @@ def true_divide(x1, x2, /):
 
 def _reciprocal_const(x):
     """1/x of a concrete divisor, rounded once in its own dtype, as XLA folds it."""
-    arr = np.asarray(x)
+    r = _flushed_reciprocal(np.asarray(x))
+    return WeakScalar(r[()]) if isinstance(x, WeakScalar) else (r[()] if r.ndim == 0 else r)
+
+
+def _flushed_reciprocal(arr):
+    """``1 / arr`` in ``arr``'s dtype with XLA:CPU's denormal flushing (an f32/f64/bf16
+    subnormal divisor is a zero, ``1/1e-38`` is inf; a subnormal quotient is a zero): JAX eager
+    computes it at run time (``jnp.true_divide`` is jitted, its operands are arguments), and
+    XLA's constant folding of a closed-over divisor gives the same."""
+    from minixla.hlo.evaluator import flush_denormals
     with np.errstate(all="ignore"):
-        r = (np.ones((), arr.dtype) / arr).astype(arr.dtype)
-    return WeakScalar(r[()]) if isinstance(x, WeakScalar) else (r[()] if arr.ndim == 0 else r)
+        return flush_denormals((np.ones((), arr.dtype) / flush_denormals(arr)).astype(arr.dtype))
+
+
+_BF16 = np.dtype(bfloat16)
+
+
+def _bf16_times_reciprocal(x1, x2):
+    """bf16 ``x1 / broadcast(x2)`` as XLA:CPU computes it (and so JAX eager, whose
+    ``jnp.true_divide`` is jitted): bf16 ops are widened to float32 first (float normalization),
+    then the simplifier rewrites the division into ``f32(x1) * (1 / f32(x2))``, and the product
+    is rounded to bf16 once. Multiplying by a reciprocal rounded to bf16 instead is off by an ulp
+    for a third of the values (``x / 3``: 1/3 is 0.333984375 in bf16)."""
+    f32 = np.dtype(np.float32)
+    weak = get_aval(x1).weak_type and get_aval(x2).weak_type
+    if isinstance(x2, Tracer):
+        inv = lax.div(_cast(1, f32), _cast(x2, f32))
+    else:
+        inv = _flushed_reciprocal(np.asarray(x2.value if isinstance(x2, WeakScalar) else x2).astype(f32))
+        inv = inv[()] if inv.ndim == 0 else inv
+    return _cast(multiply(_cast(x1, f32), inv), _BF16, weak)
 
 
 divide = true_divide
@@ -141,6 +173,8 @@ def _div_by_constant(x, c):
     dt = aval.dtype
     if not _is_inexact(dt) or aval.size <= 1:
         return lax.div(*_broadcast_args(x, np.asarray(c).astype(dt)[()]))
+    if dt == _BF16:  # (bf16 is widened to f32 before XLA simplifies: see _bf16_times_reciprocal)
+        return _bf16_times_reciprocal(x, np.asarray(c).astype(dt)[()])
     with np.errstate(divide="ignore"):
         inv = np.asarray(1, dt) / np.asarray(c).astype(dt)
     return lax.mul(x, np.asarray(inv, dt)[()])
@@ -364,6 +398,8 @@ def round(a, decimals=0):  # noqa: A001 (numpy's name)
         raise errors.UnsupportedError("round of integers to negative decimals is not supported")
     if decimals == 0:
         return lax.round(a, lax.RoundingMethod.TO_NEAREST_EVEN)
+    if dt == np.float16:  # (jax.numpy rounds f16 in f32: 10**decimals * x loses too much in f16)
+        return _cast(round(_cast(a, np.float32), decimals), dt, get_aval(a).weak_type)
     factor = _cast(10 ** decimals, dt)
     return _div_by_constant(lax.round(multiply(a, factor), lax.RoundingMethod.TO_NEAREST_EVEN), factor)
 
