@@ -1,0 +1,59 @@
+"""``pow`` with an integer exponent (issue 14, fresh-user findings): ``jax.lax.pow(f32, i32)``,
+``0.9 ** step`` with an int32 step (what every ported Adam binds) through minixla.lax,
+minixla.numpy and the JAX front end, with JAX's dtype rules, derivative and values."""
+import numpy as np
+import pytest
+import jax
+import jax.numpy as jnp
+
+import minixla
+import minixla.lax as L
+import minixla.numpy as mnp
+from minixla.core import errors
+
+X = np.array([0.0, 0.5, -2.0, 3.0], np.float32)
+T = np.array([0, 1, -1, 3], np.int32)
+U = np.array([0, 1, 2, 200], np.uint8)
+
+
+def _f(np_, pow_, operator=True):
+    def f(x, t, u):
+        # a Python float base, an int32 and a uint8 exponent, through ** (tracers only: eagerly
+        # minixla's arrays are NumPy's), power, lax.pow (also in float16) and float_power
+        p = (lambda a, b: a ** b) if operator else np_.power
+        return (p(0.9, t) + p(x, t) + np_.power(x, u) + pow_(x, t)
+                + pow_(x.astype(np.float16), t).astype(np.float32) + np_.float_power(x, t))
+    return f
+
+
+def test_pow_integer_exponent_values_everywhere():
+    want = jax.jit(_f(jnp, jax.lax.pow))(X, T, U)
+    np.testing.assert_array_equal(np.asarray(_f(mnp, L.pow, operator=False)(X, T, U)), want)  # eager
+    f, jaxf = _f(mnp, L.pow), _f(jnp, jax.lax.pow)
+    for backend in ("llvm", "jax"):
+        np.testing.assert_array_equal(minixla.jit(f, backend=backend)(X, T, U), want)
+        np.testing.assert_array_equal(minixla.jit(jaxf, frontend="jax", backend=backend)(X, T, U), want)
+    # the exponents stay integers in the jaxpr, as in JAX's: only float_power converts one
+    text = str(minixla.make_jaxpr(f)(X, T, U))
+    assert text.count(" = pow ") == 6 and text.count("new_dtype=float32 weak_type=False] c") == 1, text
+
+
+def test_pow_integer_exponent_grad_vmap_and_dtype_rules():
+    # d/dx x**t at x = 0: 0 for t = 0 (not NaN), 1 for t = 1, -inf for t = -1, as JAX
+    g = lambda x, t: jnp.sum(jax.lax.pow(x, t))
+    gm = lambda x, t: mnp.sum(L.pow(x, t))
+    want = jax.grad(g)(X, T)
+    np.testing.assert_array_equal(minixla.grad(gm)(X, T), want)
+    np.testing.assert_array_equal(minixla.jit(minixla.grad(gm))(X, T), want)
+    np.testing.assert_array_equal(minixla.jit(jax.grad(g), frontend="jax")(X, T), want)
+    np.testing.assert_array_equal(minixla.vmap(L.pow, in_axes=(None, 0))(np.float32(2), T),
+                                  jax.vmap(jax.lax.pow, in_axes=(None, 0))(np.float32(2), T))
+    assert L.pow(X, T).dtype == np.float32 and L.pow(np.float16(X), U).dtype == np.float16
+    # JAX's TypeErrors: an integer base, a bool exponent, two different float dtypes
+    for x, y in [(T, T), (X, np.ones(4, bool)), (X, np.float16(X)), (np.float16(X), 2.5), (2, X)]:
+        with pytest.raises(TypeError):
+            jax.lax.pow(x, y)
+        with pytest.raises(TypeError):  # eagerly JAX's own op runs
+            L.pow(x, y)
+        with pytest.raises(errors.DTypeError, match="pow"):
+            minixla.make_jaxpr(L.pow)(x, y)
