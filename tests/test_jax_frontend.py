@@ -279,8 +279,8 @@ def test_control_flow_imports_as_minixla_control_flow():
     ("approx_top_k", lambda x: lax.approx_max_k(x, 2)[0]),
     ("rng_bit_generator", lambda x: x + lax.rng_bit_generator(jax.random.key_data(jax.random.PRNGKey(0)).repeat(2),
                                                                x.shape, dtype=np.uint32)[1]),
-    ("le_to", lambda x: jnp.searchsorted(x, x)),  # (a total-order compare, not shape polymorphism)
-])  # (lgamma and random_gamma import since issue 14: tests/test_special.py)
+])  # (lgamma and random_gamma import since issue 14: tests/test_special.py; eq_to/le_to/lt_to:
+#     tests/test_pow_total_order_keys.py)
 def test_unsupported_primitive_names_it_and_the_line(prim, fn):
     with pytest.raises(UnsupportedJaxPrimitiveError) as info:
         minixla.jit(fn, frontend="jax")(np.ones(4, np.float32))

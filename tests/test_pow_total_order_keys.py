@@ -1,6 +1,8 @@
-"""``pow`` with an integer exponent (issue 14, fresh-user findings): ``jax.lax.pow(f32, i32)``,
-``0.9 ** step`` with an int32 step (what every ported Adam binds) through minixla.lax,
-minixla.numpy and the JAX front end, with JAX's dtype rules, derivative and values."""
+"""Fresh-user findings of issue 14 (JAX programs as they are): ``pow`` with an integer
+exponent (``jax.lax.pow(f32, i32)``, ``0.9 ** step`` with an int32 step, what every ported Adam
+binds) through minixla.lax, minixla.numpy and the JAX front end, with JAX's dtype rules,
+derivative and values; JAX's total-order comparisons ``eq_to``/``le_to``/``lt_to`` (bound by
+``jnp.searchsorted``, ``digitize``, ``interp``, ``histogram``) through the JAX front end."""
 import numpy as np
 import pytest
 import jax
@@ -57,3 +59,42 @@ def test_pow_integer_exponent_grad_vmap_and_dtype_rules():
             L.pow(x, y)
         with pytest.raises(errors.DTypeError, match="pow"):
             minixla.make_jaxpr(L.pow)(x, y)
+
+
+def test_total_order_comparisons_import_as_xla_totalorder():
+    from jax._src.lax import lax as jax_lax_internal  # (eq_to_p & co. are not public)
+    nan = np.float32(np.nan)
+    other_nan = np.uint32(0x7FC00001).view(np.float32)
+    v = np.array([-nan, -np.inf, -1, -0.0, 0.0, 1, np.inf, nan, other_nan], np.float32)
+    a, b = np.meshgrid(v, v, indexing="ij")
+    prims = (jax_lax_internal.eq_to_p, jax_lax_internal.le_to_p, jax_lax_internal.lt_to_p)
+    # float32 pairs, a float16 row against a column (size-1 broadcast), int32, uint8 and bool
+    i, u = np.arange(-2, 3, dtype=np.int32), np.array([0, 1, 255], np.uint8)
+    bl = np.array([False, True])
+
+    def f(a, b, h, i, u, bl):
+        out = []
+        for p in prims:
+            out += [p.bind(a, b), p.bind(h[None, :], h[:, None]), p.bind(i[:, None], i[None, :]),
+                    p.bind(u[:, None], u[None, :]), p.bind(bl[:, None], bl[None, :])]
+        return out
+    args = (a, b, v.astype(np.float16), i, u, bl)
+    want = jax.jit(f)(*args)
+    for backend in ("llvm", "jax"):
+        for got, w in zip(minixla.jit(f, frontend="jax", backend=backend)(*args), want):
+            np.testing.assert_array_equal(got, w)
+
+
+def test_searchsorted_digitize_interp_histogram_with_the_jax_front_end():
+    xs = np.array([-3.0, -0.0, 0.0, 0.5, 2.0, np.inf], np.float32)
+    q = np.array([-np.inf, -0.0, 0.0, 0.25, 0.5, 3.0, np.nan], np.float32)
+    data = np.array([0.1, 0.4, 0.4, 0.9, -1.0, 2.5], np.float32)
+
+    def f(xs, q, data):
+        return (jnp.searchsorted(xs, q, side="right"), jnp.digitize(q, xs, right=True),
+                jnp.interp(q[:-1], xs[:-1], xs[:-1] * 2 + 1),
+                *jnp.histogram(data, bins=4, range=(0.0, 1.0)))
+    want = jax.jit(f)(xs, q, data)
+    for backend in ("llvm", "jax"):
+        for got, w in zip(minixla.jit(f, frontend="jax", backend=backend)(xs, q, data), want):
+            np.testing.assert_array_equal(got, w)
