@@ -98,3 +98,33 @@ def test_searchsorted_digitize_interp_histogram_with_the_jax_front_end():
     for backend in ("llvm", "jax"):
         for got, w in zip(minixla.jit(f, frontend="jax", backend=backend)(xs, q, data), want):
             np.testing.assert_array_equal(got, w)
+
+
+def test_jax_typed_keys_as_eager_control_flow_operands():
+    import minixla.random as mr
+    jk = jax.random.key(0)
+
+    def programs(lax_, random):
+        split0 = lambda k: random.split(k)[0]
+        data = lambda k: random.key_data(k) if isinstance(k, (mr.PRNGKeyArray, jax.Array)) else k
+        return [
+            lambda k: lax_.scan(lambda c, _: (split0(c), random.uniform(c, ())), k, None, length=3),
+            lambda k: lax_.scan(lambda c, x: (c + random.uniform(x, ()), None), 0.0, random.split(k, 3))[0],
+            lambda k: lax_.map(lambda x: random.uniform(x, ()), random.split(k, 2)),
+            lambda k: data(lax_.cond(True, split0, lambda k: random.split(k)[1], k)),
+            lambda k: data(lax_.switch(1, [split0, lambda k: random.split(k)[1]], k)),
+            lambda k: data(lax_.fori_loop(0, 3, lambda i, k: split0(k), k)),
+            lambda k: data(lax_.fori_loop(np.int32(0), np.int32(3), lambda i, k: split0(k), k)),
+            lambda k: data(lax_.while_loop(lambda c: c[0] < 2, lambda c: (c[0] + 1, split0(c[1])), (0, k))[1]),
+        ]
+    for got_fn, want_fn in zip(programs(L, mr), programs(jax.lax, jax.random)):
+        want = jax.tree_util.tree_leaves(jax.tree_util.tree_map(
+            lambda x: jax.random.key_data(x) if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key) else x,
+            want_fn(jk)))
+        for key in (jk, mr.key(0)):  # a JAX typed key and minixla's, eagerly
+            got = jax.tree_util.tree_leaves(jax.tree_util.tree_map(
+                lambda x: mr.key_data(x) if isinstance(x, mr.PRNGKeyArray) else x, got_fn(key),
+                is_leaf=lambda x: isinstance(x, mr.PRNGKeyArray)))
+            assert len(got) == len(want)
+            for g, w in zip(got, want):
+                np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
