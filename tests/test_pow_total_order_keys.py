@@ -21,9 +21,9 @@ U = np.array([0, 1, 2, 200], np.uint8)
 def _f(np_, pow_, operator=True):
     def f(x, t, u):
         # a Python float base, an int32 and a uint8 exponent, through ** (tracers only: eagerly
-        # minixla's arrays are NumPy's), power, lax.pow (also in float16) and float_power
+        # minixla's arrays are NumPy's), power, pow (its alias), lax.pow (also in float16), float_power
         p = (lambda a, b: a ** b) if operator else np_.power
-        return (p(0.9, t) + p(x, t) + np_.power(x, u) + pow_(x, t)
+        return (p(0.9, t) + p(x, t) + np_.pow(x, u) + pow_(x, t)
                 + pow_(x.astype(np.float16), t).astype(np.float32) + np_.float_power(x, t))
     return f
 

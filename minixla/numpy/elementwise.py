@@ -269,6 +269,11 @@ def power(x1, x2, /):
     return lax.pow(x1, x2)
 
 
+def pow(x1, x2, /):  # noqa: A001 (jax.numpy's name)
+    """Alias of ``power`` (``jnp.pow``, the Array API's name)."""
+    return power(x1, x2)
+
+
 def float_power(x1, x2, /):
     """``x1 ** x2`` in floating point (``jnp.float_power``): both promoted to an inexact dtype
     first (a Python int exponent is converted straight to it, never through ``x1``'s integer
