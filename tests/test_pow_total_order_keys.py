@@ -117,14 +117,16 @@ def test_jax_typed_keys_as_eager_control_flow_operands():
             lambda k: data(lax_.fori_loop(np.int32(0), np.int32(3), lambda i, k: split0(k), k)),
             lambda k: data(lax_.while_loop(lambda c: c[0] < 2, lambda c: (c[0] + 1, split0(c[1])), (0, k))[1]),
         ]
-    for got_fn, want_fn in zip(programs(L, mr), programs(jax.lax, jax.random)):
-        want = jax.tree_util.tree_leaves(jax.tree_util.tree_map(
-            lambda x: jax.random.key_data(x) if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key) else x,
-            want_fn(jk)))
-        for key in (jk, mr.key(0)):  # a JAX typed key and minixla's, eagerly
-            got = jax.tree_util.tree_leaves(jax.tree_util.tree_map(
-                lambda x: mr.key_data(x) if isinstance(x, mr.PRNGKeyArray) else x, got_fn(key),
-                is_leaf=lambda x: isinstance(x, mr.PRNGKeyArray)))
-            assert len(got) == len(want)
-            for g, w in zip(got, want):
-                np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+    # JAX's values in one jax.jit (one compile; the same bits as eagerly: uniform is jitted in JAX)
+    wants = jax.jit(lambda k: [jax.tree_util.tree_map(
+        lambda x: jax.random.key_data(x) if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key) else x, p(k))
+        for p in programs(jax.lax, jax.random)])(jk)
+    for got_fn, want in zip(programs(L, mr), wants):
+        want = jax.tree_util.tree_leaves(want)
+        # a JAX typed key, eagerly (minixla's own keys took this path already: a pytree)
+        got = jax.tree_util.tree_leaves(jax.tree_util.tree_map(
+            lambda x: mr.key_data(x) if isinstance(x, mr.PRNGKeyArray) else x, got_fn(jk),
+            is_leaf=lambda x: isinstance(x, mr.PRNGKeyArray)))
+        assert len(got) == len(want)
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
