@@ -15,6 +15,11 @@ hand-off, ``vmap`` -- handles the result as it handles those ops. Integers have 
   the order does not change the bits); bools included.
 - ``reduce_precision``: XLA's ``ReducePrecision`` on the float's bits (round the mantissa to
   nearest even, flush exponents outside the reduced range to signed zero / infinity).
+- ``eq_to``, ``le_to``, ``lt_to``: XLA's ``TOTALORDER`` comparisons (what ``jnp.searchsorted``,
+  ``digitize``, ``interp`` and ``histogram`` bind): floats as the signed integers of their bits
+  with the magnitude bits of negatives flipped (``lax.sort``'s key), so ``-NaN < -inf < ... <
+  -0.0 < 0.0 < ... < inf < NaN``, ``-0.0 != 0.0`` and NaNs of different bits differ, as XLA;
+  integers and bools by their ordinary comparison.
 """
 from __future__ import annotations
 
@@ -24,6 +29,7 @@ from minixla import lax
 from minixla.core import errors
 from minixla.core.avals import get_aval
 from minixla.frontends.jax_importer import _broadcast_size1, _norm, import_rules
+from minixla.lax.sorting import _total_order_key
 
 
 def _int_info(name, x):
@@ -163,3 +169,13 @@ def reduce_precision(x, *, exponent_bits, mantissa_bits):
 
 
 import_rules["reduce_precision"] = reduce_precision
+
+
+def _total_order(compare):
+    def rule(x, y):
+        x, y = _broadcast_size1(x, y)
+        return compare(_total_order_key(x), _total_order_key(y))
+    return rule
+
+
+import_rules.update(eq_to=_total_order(lax.eq), le_to=_total_order(lax.le), lt_to=_total_order(lax.lt))

@@ -85,9 +85,6 @@ UNSUPPORTED = {
     "rng_uniform": "XLA's stateful Rng (lax.rng_uniform): use lax.rng_bit_generator or jax.random",
     **{p: "complex numbers: minixla has no complex dtypes" for p in ("complex", "conj", "real", "imag", "fft")},
     **{p: "tokens and effects: minixla programs are pure" for p in ("after_all", "create_token", "dce_sink")},
-    **{p: "comparison in IEEE total order (-NaN < -inf < -0.0 < 0.0 < inf < NaN; jnp.searchsorted, "
-          "digitize, interp and histogram bind it): no import rule yet (jnp.searchsorted(..., "
-          "method='sort') avoids it)" for p in ("eq_to", "le_to", "lt_to")},
     "select_and_scatter": "the gradient of a window selection: compute it with minixla.grad instead",
     **{p: "collective / SPMD primitive: minixla compiles for one device"
        for p in ("psum", "pmax", "pmin", "ppermute", "all_gather", "all_to_all", "ragged_all_to_all",
@@ -728,5 +725,5 @@ import_rules.update({
 from minixla.frontends import jax_control_flow  # noqa: E402,F401 (cond, while, scan, top_k)
 from minixla.frontends import jax_random  # noqa: E402,F401 (jax.random's keys and bits)
 from minixla.frontends import jax_windows  # noqa: E402,F401 (pooling derivatives, reduce bodies)
-from minixla.frontends import jax_bits  # noqa: E402,F401 (population_count, clz, mulhi, reduce_xor)
+from minixla.frontends import jax_bits  # noqa: E402,F401 (population_count, clz, mulhi, eq_to, ...)
 from minixla.frontends import jax_custom_jvp  # noqa: E402,F401 (custom_jvp_call with JAX's rule)

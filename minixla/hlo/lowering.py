@@ -347,13 +347,24 @@ lowering_rules[lax.conv_general_dilated_p] = _conv
 for _prim, _opcode in [
     (lax.expm1_p, "exponential-minus-one"), (lax.log1p_p, "log-plus-one"), (lax.cbrt_p, "cbrt"),
     (lax.sin_p, "sine"), (lax.cos_p, "cosine"), (lax.tan_p, "tan"), (lax.erf_p, "erf"), (lax.erfc_p, "erfc"),
-    (lax.is_finite_p, "is-finite"), (lax.rem_p, "remainder"), (lax.pow_p, "power"),
+    (lax.is_finite_p, "is-finite"), (lax.rem_p, "remainder"),
     (lax.atan2_p, "atan2"), (lax.xor_p, "xor"), (lax.shift_left_p, "shift-left"),
     (lax.shift_right_logical_p, "shift-right-logical"),
     (lax.shift_right_arithmetic_p, "shift-right-arithmetic"), (lax.clamp_p, "clamp"),
     (lax.bitcast_convert_type_p, "bitcast-convert"),
 ]:
     lowering_rules[_prim] = _elementwise(_opcode)
+
+
+def _pow(ctx, operands, in_avals, out_aval):
+    # XLA's power takes one dtype: an integer exponent is converted to the base's (as JAX lowers it).
+    x, y = operands
+    if in_avals[1].dtype != out_aval.dtype:
+        y = ctx.add("convert", Shape(out_aval.dtype, in_avals[1].shape), [y])
+    return _elementwise("power")(ctx, [x, y], in_avals, out_aval)
+
+
+lowering_rules[lax.pow_p] = _pow
 
 
 def _exp2(ctx, operands, in_avals, out_aval):

@@ -204,7 +204,15 @@ def _replace_zero(x):
 
 
 def _pow_jvp_x(g, ans, x, y):
-    # lax.pow takes float exponents only, for which JAX's d/dx is y * x**(y-1) (NaN at 0**0)
+    if get_aval(y).dtype.kind in "iu":
+        # An integer exponent (JAX's rule): y * x**(y-1) in x's dtype, but exactly 0 where y == 0,
+        # so d/dx x**0 is 0 at x = 0 too (a float exponent gives NaN there: 0 * 0**-1).
+        shape = _shape(ans)
+        x = _bcast(x, shape)
+        y = _bcast(L.convert_element_type(y, get_aval(x).dtype), shape)
+        zero = _bcast(_const(y, 0), shape)
+        jac = L.mul(_replace_zero(y), L.pow(x, L.sub(y, _const(y, 1))))
+        return L.mul(g, L.select_n(L.eq(y, zero), jac, zero))
     return L.mul(g, L.mul(y, L.pow(x, L.sub(y, _const(y, 1)))))
 
 

@@ -360,6 +360,15 @@ def _forward_index(jaxpr, k):
     return next((i for i, u in enumerate(jaxpr.invars) if u is v), None)
 
 
+def _minixla_keys(tree, api):
+    """``tree`` with each JAX typed key (``jax.random.key``) as minixla's ``PRNGKeyArray``: the
+    control-flow primitives take pytrees of arrays, and a key of JAX's extended dtype has no
+    minixla aval; its ``uint32`` data flows through the loop or the branches instead, as it does
+    through ``jit`` and ``vmap`` (which convert their arguments the same way)."""
+    from minixla.random.keys import jax_keys_to_minixla  # (minixla.random builds on minixla.lax)
+    return jax_keys_to_minixla(tree, f"lax.{api}")
+
+
 def _one_operand(operand, operands):
     if operand is _NO_OPERAND:
         return operands
@@ -384,7 +393,7 @@ def switch(index, branches, *operands, operand=_NO_OPERAND):
     branches = list(branches)
     if not all(callable(b) for b in branches):
         raise errors.DTypeError("lax.switch: branches argument should be a sequence of callables.")
-    operands = _one_operand(operand, operands)
+    operands = _minixla_keys(_one_operand(operand, operands), "switch")
     _index_scalar_check(index)
     if not branches:
         raise errors.ShapeError("Empty branch sequence")
@@ -412,7 +421,7 @@ def cond(pred, true_fun, false_fun, *operands, operand=_NO_OPERAND):
             x_true, f_true, x_false, f_false = true_fun, false_fun, *operands
             return cond(pred, lambda x, _: f_true(x), lambda _, x: f_false(x), x_true, x_false)
         raise errors.DTypeError("lax.cond: true_fun and false_fun arguments should be callable.")
-    operands = _one_operand(operand, operands)
+    operands = _minixla_keys(_one_operand(operand, operands), "cond")
     if pred is None:
         raise errors.DTypeError("cond predicate is None")
     if isinstance(pred, (str, bytes, list, tuple, dict)):
@@ -485,6 +494,7 @@ def while_loop(cond_fun, body_fun, init_val):
     """
     if not (callable(body_fun) and callable(cond_fun)):
         raise errors.DTypeError("lax.while_loop: body_fun and cond_fun arguments should be callable.")
+    init_val = _minixla_keys(init_val, "while_loop")
     leaves, carry_tree = tree_util.tree_flatten(init_val)
     in_tree = tree_util.tree_structure((init_val,))
     in_avals = _avals_of(leaves)
@@ -658,6 +668,7 @@ def _scan_length(x_leaves, x_avals, length):
 
 
 def _scan(f, init, xs, length, reverse, unroll, carry_name):
+    init, xs = _minixla_keys((init, xs), "scan")  # (fori_loop, map)
     carry_leaves, carry_tree = tree_util.tree_flatten(init)
     x_leaves, x_tree = tree_util.tree_flatten(xs)
     x_avals = _avals_of(x_leaves)

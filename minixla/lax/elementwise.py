@@ -158,7 +158,25 @@ def _is_finite_rule(x):
 is_finite_p = _std_prim("is_finite", _is_finite_rule)
 
 rem_p = _std_prim("rem", _binary_rule(_NUM, "rem"))
-pow_p = _std_prim("pow", _binary_rule(_FLT, "pow"))
+def _pow_rule(x, y):
+    # JAX's pow_p: a floating base; an exponent of the base's dtype or of any integer dtype
+    # (signed or unsigned: ``0.9 ** step`` with an int32 step binds ``pow f32 i32``), which
+    # the lowering converts to the base's dtype. The result has the base's dtype.
+    if not _is_float(x.dtype):
+        raise errors.DTypeError(f"pow does not accept dtype {x.dtype.name} at position 0. Accepted "
+                                f"dtypes at position 0 are subtypes of floating")
+    if y.dtype.kind not in "iu" and not _is_float(y.dtype):
+        raise errors.DTypeError(f"pow does not accept dtype {y.dtype.name} at position 1. Accepted "
+                                f"dtypes at position 1 are subtypes of integer, floating")
+    if y.dtype.kind not in "iu" and y.dtype != x.dtype:
+        raise errors.DTypeError(
+            "the first argument to pow must have an inexact dtype (float or complex), and the second "
+            "argument must have an inexact or integer dtype, and two inexact dtypes must match, but got "
+            f"{x.dtype.name} and {y.dtype.name} respectively.")
+    return ShapedArray(_broadcast_shapes(x, y), x.dtype, weak_type=x.weak_type and y.weak_type)
+
+
+pow_p = _std_prim("pow", _pow_rule)
 atan2_p = _std_prim("atan2", _binary_rule(_FLT, "atan2"))
 xor_p = _std_prim("xor", _binary_rule("iub", "xor"), impl=_jax_impl("bitwise_xor"))
 shift_left_p = _std_prim("shift_left", _binary_rule(_int_kinds, "shift_left"))
@@ -252,7 +270,18 @@ exp2, expm1, log1p, cbrt = map(_unary, (exp2_p, expm1_p, log1p_p, cbrt_p))
 sin, cos, tan, erf, erfc, is_finite = map(_unary, (sin_p, cos_p, tan_p, erf_p, erfc_p, is_finite_p))
 asin, acos, atan, sinh, cosh, asinh, acosh, atanh = map(
     _unary, (asin_p, acos_p, atan_p, sinh_p, cosh_p, asinh_p, acosh_p, atanh_p))
-rem, pow, atan2 = map(_binary, (rem_p, pow_p, atan2_p))  # noqa: A001 (jax.lax's names)
+rem, atan2 = map(_binary, (rem_p, atan2_p))
+
+
+def pow(x, y):  # noqa: A001 (jax.lax's name)
+    """``x ** y`` elementwise (``jax.lax.pow``): ``x`` floating; ``y`` of ``x``'s dtype or of any
+    integer dtype (converted to ``x``'s dtype by the lowering, as XLA's ``power`` takes one
+    dtype); equal shapes or a rank-0 operand; the result has ``x``'s dtype. Python scalars are
+    not cast to the other operand's dtype (JAX's pow has no same-dtype rule to weaken): a
+    Python int is a weak int32 (an integer exponent, or a DTypeError as a base), a Python float
+    a weak float32. Raises DTypeError (a TypeError) for an integer or bool base, a bool
+    exponent, or two different float dtypes (``pow(float16_array, 2.5)``, as in JAX)."""
+    return pow_p.bind(_scalar_like(x, None), _scalar_like(y, None))
 bitwise_xor = _binary(xor_p)
 shift_left, shift_right_logical, shift_right_arithmetic = map(
     _binary, (shift_left_p, shift_right_logical_p, shift_right_arithmetic_p))

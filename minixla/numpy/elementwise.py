@@ -275,7 +275,9 @@ def _pow_int_int(x1, x2):
 
 def power(x1, x2, /):
     """``x1 ** x2`` (``jnp.power``): a static Python int exponent becomes ``integer_pow``
-    (repeated multiplication, as in JAX); integer arrays use square-and-multiply; floats ``pow``."""
+    (repeated multiplication, as in JAX); integer arrays use square-and-multiply; a float base
+    with an integer exponent ``pow`` with that integer exponent (x's dtype, unpromoted, as
+    jnp.power); other floats ``pow`` after promotion."""
     x1 = _arr(x1)
     if isinstance(x2, np.integer):
         x2 = int(x2)
@@ -286,7 +288,12 @@ def power(x1, x2, /):
         if x2 < 0 and get_aval(x1).dtype.kind in "iu":
             raise errors.DTypeError(f"power: integers to negative integer powers are not allowed{_where_line()}")
         return lax.integer_pow(x1, x2)
-    x1, x2 = _promote_dtypes(x1, _arr(x2))
+    x2 = _arr(x2)
+    if _is_inexact(get_aval(x1).dtype) and get_aval(x2).dtype.kind in "iu":
+        # A float base with an integer array exponent keeps it an integer, as jnp.power does
+        # (``0.9 ** step`` binds ``pow f32 i32``): its derivative in x is 0 where y == 0.
+        return lax.pow(*_full_shape(x1, x2))
+    x1, x2 = _promote_dtypes(x1, x2)
     if get_aval(x1).dtype == np.bool_:
         x1, x2 = _cast(x1, _default_int()), _cast(x2, _default_int())
     x1, x2 = _full_shape(x1, x2)
@@ -294,6 +301,11 @@ def power(x1, x2, /):
     if dt.kind in "iu":
         return _pow_int_int(x1, x2)
     return lax.pow(x1, x2)
+
+
+def pow(x1, x2, /):  # noqa: A001 (jax.numpy's name)
+    """Alias of ``power`` (``jnp.pow``, the Array API's name)."""
+    return power(x1, x2)
 
 
 def float_power(x1, x2, /):
