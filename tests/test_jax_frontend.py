@@ -391,3 +391,18 @@ def test_bit_counting_and_mulhi(backend):
         g, w = np.asarray(g), np.asarray(w)
         assert g.dtype == w.dtype and g.shape == w.shape
         np.testing.assert_array_equal(g.view(f"u{g.dtype.itemsize}"), w.view(f"u{w.dtype.itemsize}"))
+
+
+def test_division_by_a_broadcast_divisor_is_xlas_reciprocal_product():
+    # XLA rewrites div(x, broadcast(y)) into x * broadcast(1/y) (in jax.jit and in JAX eager,
+    # whose jnp.true_divide is jitted): an imported `x / 3.0` or `x / column` must be that product
+    # (before: ~1/3 of f16 and f32 values were an ulp off); bf16 takes a float32 reciprocal.
+    r = np.random.default_rng(0)
+    for dt in (np.float16, np.float32, jnp.bfloat16):
+        x = (r.standard_normal((64, 64)) * 10).astype(dt)
+        s = (r.uniform(0.5, 4, (64, 1))).astype(dt)
+        for f, args in ((lambda a: a / 3.0, (x,)), (lambda a, b: a / b, (x, s))):
+            want = np.asarray(jax.jit(f)(*args)).astype(np.float64)
+            for backend in ("llvm", "jax"):
+                got = np.asarray(minixla.jit(f, frontend="jax", backend=backend)(*args)).astype(np.float64)
+                np.testing.assert_array_equal(got, want, err_msg=f"{np.dtype(dt).name} {backend}")

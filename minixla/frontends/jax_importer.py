@@ -201,6 +201,20 @@ def eval_jax_jaxpr(jaxpr, consts, args, _outer=None):
 _local = threading.local()
 
 
+def _divides_by_a_broadcast(eqn) -> bool:
+    """A float ``div`` whose divisor JAX broadcasts (a scalar, a row or a column of a larger
+    result): XLA's algebraic simplifier rewrites it into ``x * broadcast(1 / y)``, in
+    ``jax.jit`` and in JAX eager alike (``jnp.true_divide`` is jitted), so the import does too."""
+    out, divisor = eqn.outvars[0].aval, eqn.invars[1].aval
+    return (np.dtype(out.dtype).kind == "f" or out.dtype == jax.numpy.bfloat16) and \
+        tuple(divisor.shape) != tuple(out.shape) and int(np.prod(out.shape)) > 1
+
+
+def _reciprocal_divide(x, y):
+    from minixla.numpy.elementwise import true_divide  # (its rewrite is XLA's, bf16 included)
+    return true_divide(x, y)
+
+
 def _where_stack() -> list:
     """The ``_Where`` of each jaxpr this thread is interpreting, innermost last (a call rule
     reads the top to give its sub-jaxpr the call's line)."""
@@ -235,6 +249,8 @@ def _eval(jaxpr, consts, args, env, outer, stack):
                     name = "mul"
                     invals = [invals[0], WeakScalar(recip) if eqn.invars[1].aval.weak_type else recip]
         rule = import_rules.get(name)
+        if name == "div" and _divides_by_a_broadcast(eqn):
+            rule = _reciprocal_divide
         if contracted and name == "add" and any(type(x) is _Product for x in invals):
             rule = _fma_rule(eqn.outvars[0].aval)
         if name in key_rules and any(type(x) is PRNGKeyArray for x in invals):
