@@ -32,12 +32,17 @@ def _share_jax_compiles():
     d = os.environ.get("MINIXLA_TEST_JAX_CACHE", default)
     if not d:
         return
-    os.makedirs(d, exist_ok=True)
-    if "PYTEST_XDIST_WORKER" not in os.environ:  # (the controller, before any worker starts)
-        size = sum(e.stat().st_size for e in os.scandir(d) if e.is_file())
-        if size > 2 ** 30:  # JAX evicts only with the filelock package: start afresh at 1 GiB
-            shutil.rmtree(d, ignore_errors=True)
-            os.makedirs(d, exist_ok=True)
+    try:
+        os.makedirs(d, exist_ok=True)
+        if "PYTEST_XDIST_WORKER" not in os.environ:  # (the controller, before any worker starts)
+            size = sum(e.stat().st_size for e in os.scandir(d) if e.is_file())
+            if size > 2 ** 30:  # JAX evicts only with the filelock package: start afresh at 1 GiB
+                shutil.rmtree(d, ignore_errors=True)
+                os.makedirs(d, exist_ok=True)
+        if not os.access(d, os.W_OK):
+            return
+    except OSError:  # (a read-only home: run without the cache)
+        return
     jax.config.update("jax_compilation_cache_dir", d)
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
