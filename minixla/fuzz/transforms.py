@@ -354,7 +354,9 @@ def run_vmap(draw, inputs, program, outputs, vals, special_rate=0.15):
                     out_axes=tuple(oa))
     try:
         refs = _references(batched(jax.vmap, jnp, jax.lax, out_axes), args)
-    except ValueError:  # out_axes None for a batched output (JAX refuses it; so must minixla)
+    except ReferenceRaised as e:  # out_axes None for a batched output (JAX refuses it; so must minixla)
+        if not isinstance(e.__cause__, ValueError):
+            raise
         out_axes = [0 if a is None else a for a in out_axes]
         refs = _references(batched(jax.vmap, jnp, jax.lax, out_axes), args)
     LAST.clear()
