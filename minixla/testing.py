@@ -9,11 +9,44 @@ The differential fuzzer's random programs are in ``minixla.fuzz``.
 """
 from __future__ import annotations
 
+import os
+import shutil
+
 import jax
 import numpy as np
 from jax import tree_util
 
 from minixla.jit import BACKENDS, jit
+
+
+def default_jax_cache_dir(name: str) -> str:
+    """``~/.cache/minixla/<name>`` (``$XDG_CACHE_HOME`` first): where the tests and the deep
+    fuzzer keep JAX's persistent compilation cache."""
+    return os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "minixla", name)
+
+
+def share_jax_compiles(directory: str, trim: bool = True, max_bytes: int = 2 ** 30) -> bool:
+    """Point JAX's persistent compilation cache (``jax_compilation_cache_dir``, every entry
+    kept however fast it compiled) at ``directory``, so JAX eager's per-primitive XLA compiles
+    (~50 ms of CPU each) are shared by processes and later runs. A hit is the same executable,
+    so the same numbers. ``""`` or an unwritable directory leaves the cache off (never an
+    error). ``trim``: past ``max_bytes`` the directory starts afresh (JAX evicts only with the
+    ``filelock`` package). Returns whether the cache is on."""
+    if not directory:
+        return False
+    try:
+        os.makedirs(directory, exist_ok=True)
+        if trim and sum(e.stat().st_size for e in os.scandir(directory) if e.is_file()) > max_bytes:
+            shutil.rmtree(directory, ignore_errors=True)
+            os.makedirs(directory, exist_ok=True)
+        if not os.access(directory, os.W_OK):
+            return False
+    except OSError:  # (a read-only home)
+        return False
+    jax.config.update("jax_compilation_cache_dir", directory)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+    return True
 
 
 def reference_device(backend: str):

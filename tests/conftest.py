@@ -1,5 +1,4 @@
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -24,28 +23,12 @@ if jax.default_backend() != "cpu":
 def _share_jax_compiles():
     """JAX eager, the suite's reference, compiles every primitive it runs with XLA (~50 ms of
     CPU each, about half the suite's time). The pytest-xdist workers, and later runs, share
-    those executables through JAX's own persistent cache (a hit is the same executable, so
-    the same numbers). ``MINIXLA_TEST_JAX_CACHE`` names the directory; empty turns it off.
+    those executables through JAX's own persistent cache (``minixla.testing.share_jax_compiles``).
+    ``MINIXLA_TEST_JAX_CACHE`` names the directory; empty turns it off.
     (Subprocesses the tests start do not inherit it: they measure cold processes.)"""
-    default = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"),
-                           "minixla", "test-jax-cache")
-    d = os.environ.get("MINIXLA_TEST_JAX_CACHE", default)
-    if not d:
-        return
-    try:
-        os.makedirs(d, exist_ok=True)
-        if "PYTEST_XDIST_WORKER" not in os.environ:  # (the controller, before any worker starts)
-            size = sum(e.stat().st_size for e in os.scandir(d) if e.is_file())
-            if size > 2 ** 30:  # JAX evicts only with the filelock package: start afresh at 1 GiB
-                shutil.rmtree(d, ignore_errors=True)
-                os.makedirs(d, exist_ok=True)
-        if not os.access(d, os.W_OK):
-            return
-    except OSError:  # (a read-only home: run without the cache)
-        return
-    jax.config.update("jax_compilation_cache_dir", d)
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
-    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+    from minixla.testing import default_jax_cache_dir, share_jax_compiles
+    share_jax_compiles(os.environ.get("MINIXLA_TEST_JAX_CACHE", default_jax_cache_dir("test-jax-cache")),
+                       trim="PYTEST_XDIST_WORKER" not in os.environ)  # (the controller, before any worker)
 
 
 _share_jax_compiles()

@@ -74,7 +74,12 @@ def main(argv=None):
                          f"{', '.join(FAMILIES)}; 'none' for the programs of the fuzzer before them)")
     ap.add_argument("--family-odds", type=int, default=P.FAMILY_ODDS,
                     help="one op in this many is a family op")
+    ap.add_argument("--jax-cache", default=None,
+                    help="JAX's persistent compilation cache for the eager reference's per-op "
+                         "compiles (default ~/.cache/minixla/fuzz-jax-cache; '' turns it off)")
     args = ap.parse_args(argv)
+    from minixla.testing import default_jax_cache_dir, share_jax_compiles
+    share_jax_compiles(default_jax_cache_dir("fuzz-jax-cache") if args.jax_cache is None else args.jax_cache)
     P.FAMILIES = tuple(f for f in args.families.split(",") if f and f != "none")
     P.FAMILY_ODDS = args.family_odds
     counts = collections.Counter()
