@@ -143,3 +143,54 @@ def test_errors_like_jax():
         minixla.jit(mnp.bincount)(np.array([1, 2]))
     with pytest.raises(ValueError, match="ndim at least two"):
         mnp.rot90(V)
+
+
+def test_array_api_names_match_jax():
+    """``isdtype``/``issubdtype`` on JAX's lattice (bfloat16, float8, int4 included) and JAX's
+    errors; ``permute_dims``, ``concat``, the bitwise shifts, ``nextafter``, ``fabs``,
+    ``matvec``/``vecmat`` and ``nancumsum``/``nancumprod`` bit-identical to jax.numpy eagerly and
+    under jit on both backends (values, dtypes); a gradient through ``matvec`` and ``fabs``."""
+    import jax
+    dts = ["bool", "int8", "uint16", "int32", "float16", "bfloat16", "float32", "float8_e4m3fn", "int4", "uint4"]
+    kinds = ["bool", "signed integer", "unsigned integer", "integral", "real floating", "complex floating",
+             "numeric", ("bool", "integral"), "float32", jnp.int32]
+    classes = [np.generic, np.number, np.inexact, np.floating, np.integer, np.signedinteger,
+               np.unsignedinteger, np.complexfloating, np.bool_, "float32", jnp.bfloat16]
+    for d in dts:
+        assert [mnp.isdtype(d, k) for k in kinds] == [jnp.isdtype(d, k) for k in kinds], d
+        assert [mnp.issubdtype(d, t) for t in classes] == [jnp.issubdtype(d, t) for t in classes], d
+    for bad in ("foo", 3):
+        with pytest.raises(Exception) as want:
+            jnp.isdtype("float32", bad)
+        with pytest.raises(want.type, match="Unrecognized kind|Expected kind") as got:
+            mnp.isdtype("float32", bad)
+        assert str(got.value) == str(want.value)
+    assert mnp.floating is jnp.floating and mnp.euler_gamma == jnp.euler_gamma
+    assert (mnp.iscomplexobj(1j), mnp.iscomplexobj(np.ones(2)), mnp.isrealobj(None)) == (True, False, True)
+
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    v = np.arange(3, dtype=np.float32)
+    w = np.array([[1., np.nan, 2], [np.nan, 3, np.nan]], np.float32)
+    cases = [lambda np_: np_.permute_dims(x, (1, 0)), lambda np_: np_.concat([x, x], axis=1),
+             lambda np_: np_.concat([x, v[None]], axis=None),
+             lambda np_: np_.bitwise_left_shift(np.int32(3), np.arange(4, dtype=np.int32)),
+             lambda np_: np_.bitwise_right_shift(np.uint8(200), np.arange(4, dtype=np.uint8)),
+             lambda np_: np_.nextafter(x, np.float32(np.inf)), lambda np_: np_.nextafter(np.array([1, 2]), 0),
+             lambda np_: np_.fabs(np.array([-3, 2, 0])), lambda np_: np_.fabs(np.array([-0.0, -2.5], np.float32)),
+             lambda np_: np_.matvec(np.stack([x, x]), v), lambda np_: np_.vecmat(np.stack([v, v]), x.T),
+             lambda np_: np_.nancumsum(w), lambda np_: np_.nancumprod(w, axis=1),
+             lambda np_: np_.nancumsum(np.array([1, 2], np.int8)), lambda np_: np_.nancumprod(np.array([True, False]))]
+    want = [c(jnp) for c in cases]
+    runs = {"eager": [c(mnp) for c in cases]}
+    for b in ("llvm", "jax"):
+        runs[b] = minixla.jit(lambda: [c(mnp) for c in cases], backend=b)()
+    for mode, got in runs.items():
+        for i, (g, e) in enumerate(zip(got, want)):
+            g = np.asarray(g)
+            assert g.dtype == e.dtype and g.shape == e.shape, (mode, i, g.dtype, e.dtype)
+            np.testing.assert_array_equal(g, np.asarray(e), err_msg=f"{mode} case {i}")
+    with pytest.raises(errors.ShapeError, match="matvec"):
+        mnp.matvec(x, np.ones(2, np.float32))
+    g = minixla.grad(lambda a: mnp.sum(mnp.matvec(a, v) * mnp.fabs(a[:, 0])))(x)
+    gj = jax.grad(lambda a: jnp.sum(jnp.matvec(a, v) * jnp.fabs(a[:, 0])))(x)
+    np.testing.assert_allclose(np.asarray(g), np.asarray(gj), rtol=1e-6)

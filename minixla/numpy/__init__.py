@@ -28,13 +28,15 @@ and ``asarray`` <-> ``stack``, are closed by an import at the end of ``promotion
 - ``quantiles``: ``quantile``/``percentile``/``median`` (+ ``nan*``), ``searchsorted``, ``digitize``,
   ``histogram``, ``interp``
 - ``setops``: ``nonzero``/``argwhere``/``flatnonzero``, ``unique`` (+ ``unique_*``), ``partition``
+- ``array_api``: the Array API's names (``isdtype``, ``permute_dims``, ``concat``, ``nextafter``,
+  ``matvec``/``vecmat``, ...), ``issubdtype`` and NumPy's abstract scalar classes, ``fabs``, ``nancumsum``
 
 This module is the public face: it re-exports every module's names.
 """
 from minixla.core import errors
 from minixla.numpy import promotion, creation, manipulation, elementwise  # noqa: I001 (in layer order)
 from minixla.numpy import reductions, contractions, indexing, misc, ufuncs, matrices, sequences
-from minixla.numpy import sorting, quantiles, setops
+from minixla.numpy import sorting, quantiles, setops, array_api
 from minixla.numpy.promotion import *  # noqa: F401,F403
 from minixla.numpy.promotion import _arr, _canon_axes, _canon_axis1, _promote_inexact  # noqa: F401 (for nn)
 from minixla.numpy.creation import *  # noqa: F401,F403
@@ -52,6 +54,7 @@ from minixla.numpy.sequences import *  # noqa: F401,F403
 from minixla.numpy.sorting import sort, argsort, lexsort  # noqa: F401
 from minixla.numpy.quantiles import *  # noqa: F401,F403
 from minixla.numpy.setops import *  # noqa: F401,F403
+from minixla.numpy.array_api import *  # noqa: F401,F403
 
 # ---------------------------------------------------------------------------------------
 # Every public function is an API boundary: an error escaping it names the function, the
