@@ -166,6 +166,7 @@ def test_array_api_names_match_jax():
             mnp.isdtype("float32", bad)
         assert str(got.value) == str(want.value)
     assert mnp.floating is jnp.floating and mnp.euler_gamma == jnp.euler_gamma
+    assert mnp.__array_api_version__ == jnp.__array_api_version__
     assert (mnp.iscomplexobj(1j), mnp.iscomplexobj(np.ones(2)), mnp.isrealobj(None)) == (True, False, True)
 
     x = np.arange(6, dtype=np.float32).reshape(2, 3)

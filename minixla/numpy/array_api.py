@@ -25,6 +25,7 @@ generic, number, inexact, floating, complexfloating = np.generic, np.number, np.
 integer, signedinteger, unsignedinteger = np.integer, np.signedinteger, np.unsignedinteger
 flexible, character = np.flexible, np.character
 euler_gamma = np.euler_gamma
+__array_api_version__ = "2024.12"  # the standard's revision jax.numpy 0.10 implements
 
 #: ml_dtypes' floats (bfloat16, float8_*, ...): NumPy files them under ``np.void``-like kinds,
 #: JAX's dtype lattice under ``floating``
@@ -184,7 +185,7 @@ def _nan_cumulative(scan, fill, name):
 nancumsum = _nan_cumulative(cumsum, 0, "nancumsum")
 nancumprod = _nan_cumulative(cumprod, 1, "nancumprod")
 
-__all__ = ["generic", "number", "inexact", "floating", "complexfloating", "integer", "signedinteger",
+__all__ = ["__array_api_version__", "generic", "number", "inexact", "floating", "complexfloating", "integer", "signedinteger",
            "unsignedinteger", "flexible", "character", "euler_gamma", "isdtype", "issubdtype",
            "iscomplexobj", "isrealobj", "permute_dims", "concat", "bitwise_left_shift",
            "bitwise_right_shift", "nextafter", "fabs", "matvec", "vecmat", "nancumsum", "nancumprod"]
