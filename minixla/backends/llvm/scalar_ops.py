@@ -280,6 +280,8 @@ def _unary_op(b: ir.IRBuilder, opcode: str, dtype, x):
             return _narrow_logistic(b, dtype, x)
         if opcode in ("exponential", "log", "tanh", "logistic"):
             return _math(opcode)(b, x)
+        if opcode == "erf" and ty == ir.FloatType():  # f32, f16, bf16: XLA's f32 rational
+            return _math("erf")(b, x)
         if opcode == "exponential-minus-one" and dtype == np.float16:
             return _f16_expm1(b, x)
         if opcode in ("exponential-minus-one", "log-plus-one"):
