@@ -63,6 +63,7 @@ __all__ = [
     "emit_tanh",
     "emit_logistic",
     "emit_erf",
+    "emit_erfc",
     "MATH_EMITTERS",
 ]
 
@@ -661,6 +662,18 @@ def emit_erf(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     return math_xla.erf(m, x)
 
 
+def emit_erfc(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    """1 - erf(x) without the cancellation, float32 only (float64 calls libm).
+
+    Method: XLA:CPU's expansion of ``chlo.erfc``, bit for bit (``math_xla.erfc``): 1 - x P(x^2)
+    below |x| = 1, ``exp(-x^2)/|x| * R(1/x^2)`` above (two rationals, split at |x| = 2), 0 once
+    x^2 > 88.72, 2 - that for negative x. erfc(nan) = nan, erfc(+inf) = 0, erfc(-inf) = 2."""
+    m = _Emitter(b, x)
+    if m.fmt is not _F32:
+        raise TypeError(f"emit_erfc is float32 only, got {x.type}")
+    return math_xla.erfc(m, x)
+
+
 # HLO opcode names (and jax.lax primitive names) -> emitter.
 MATH_EMITTERS = {
     "exponential": emit_exp,
@@ -674,6 +687,7 @@ MATH_EMITTERS = {
     "tanh": emit_tanh,
     "logistic": emit_logistic,
     "erf": emit_erf,
+    "erfc": emit_erfc,
 }
 
 

@@ -42,6 +42,11 @@ def _f(bits: int) -> float:
     return struct.unpack("<f", struct.pack("<I", bits))[0]
 
 
+def _r32(v: float) -> float:
+    """v rounded to float32 (XLA's IR prints the constants that are short decimals this way)."""
+    return struct.unpack("<f", struct.pack("<f", v))[0]
+
+
 # -- exp (XLA's Cephes-style expf: shared by exp, logistic and expm1) --
 _EXP_LO, _EXP_HI = -87.8, 88.8  # rounded to float32 by the constant
 _LOG2E = _f(0x3FB8AA3B)
@@ -213,3 +218,34 @@ def log1p(m, x):
     t = m.mul(m.mul(x, z), m.div(num, den))
     small = m.add(x, m.fma(z, m.c(-0.5), t))
     return m.select(m.lt(m.fabs(x), m.c(_LOG1P_SMALL)), small, big)
+
+
+# -- erfc (XLA's expansion of chlo.erfc: 1 - erf(x) below |x| = 1, exp(-x^2)/|x| * R(1/x^2) above)
+_ERFC_ERF = tuple(_f(b) for b in (0x38A4B519, 0xBA51FB80, 0x3BAA02D9, 0xBCDBFC87, 0x3DE7167C,
+                                  0xBEC0939F, 0x3F906EBA))  # erf(x)/x in x^2, for |x| < 1
+_ERFC_NEAR = (_r32(2.326820e-02),) + tuple(_f(b) for b in (
+    0xBE0E0868, 0x3EBCCBD0, 0xBF151CF8, 0x3F1EF9E3, 0xBEFD28C0)) + (
+    _r32(3.404880e-01),) + tuple(_f(b) for b in (0xBE8C5880, 0x3F1056E6))  # 1 <= |x| < 2
+_ERFC_FAR_HEAD = (_f(0x4127A483), _r32(1.297720e+01))  # 12.9772 - C z
+_ERFC_FAR = tuple(_f(b) for b in (0xC0EFDB4A, 0x403AF1FA, 0xBF81F436, 0x3ED7FC3E, 0xBE906C5D,
+                                  0x3F106EB9))  # |x| >= 2, in z = 1/x^2
+
+
+def erfc(m, x):
+    """XLA's erfc of float32 (the expansion of ``chlo.erfc``): ``1 - x P(x^2)`` for |x| < 1;
+    else ``exp(-x^2) / |x| * R(1/x^2)`` (one rational for |x| < 2, another beyond), 0 once
+    x^2 > 88.72, and ``2 - that`` for negative x."""
+    b = m.b
+    xx = m.mul(x, x)
+    z = m.div(m.c(1.0), xx)
+    near = _fma_horner(m, z, _ERFC_NEAR)
+    far = m.fma(b.fneg(z), m.c(_ERFC_FAR_HEAD[0]), m.c(_ERFC_FAR_HEAD[1]))
+    far = _fma_horner(m, z, _ERFC_FAR, acc=far)
+    small = m.fma(b.fneg(x), _fma_horner(m, xx, _ERFC_ERF), m.c(1.0))
+    y, two_k = _exp_parts(m, b.fneg(xx), clamp_nan_low=True)
+    a = m.fabs(x)
+    big = m.mul(m.mul(m.mul(y, two_k), m.div(m.c(1.0), a)),
+                m.select(m.lt(a, m.c(2.0)), near, far))
+    big = m.select(b.fcmp_ordered(">", xx, m.c(_f(0x42B17218))), m.c(0.0), big)
+    big = m.select(m.lt(x, m.c(0.0)), m.sub(m.c(2.0), big), big)
+    return m.select(m.lt(a, m.c(1.0)), small, big)
