@@ -139,19 +139,25 @@ def logistic(m, x):
     return m.div(m.c(1.0), m.fma(y, two_k, m.c(1.0)))
 
 
-def _tanh(m, x):
+def _tanh(m, x, small_only=False):
+    """tanh; ``small_only``: for callers that use the result only where |x| <= 1/4 (or x is
+    NaN), so the clamp and the +-1 branch are left out (same bits there, fewer instructions)."""
     a = m.fabs(x)
-    xc = m.select(m.lt(x, m.c(-_TANH_CLAMP)), m.c(-_TANH_CLAMP), x)
-    xc = m.select(m.b.fcmp_ordered(">", xc, m.c(_TANH_CLAMP)), m.c(_TANH_CLAMP), xc)
+    xc = x
+    if not small_only:
+        xc = m.select(m.lt(x, m.c(-_TANH_CLAMP)), m.c(-_TANH_CLAMP), x)
+        xc = m.select(m.b.fcmp_ordered(">", xc, m.c(_TANH_CLAMP)), m.c(_TANH_CLAMP), xc)
     z = m.mul(xc, xc)
     num = m.mul(xc, _fma_horner(m, z, _TANH_P))
     y = m.div(num, _fma_horner(m, z, _TANH_Q))
     y = m.select(m.lt(a, m.c(_TANH_TINY)), x, y)
-    return m.select(m.ge(a, m.c(_TANH_ONE)), m.copysign(m.c(1.0), x), y), a
+    if small_only:
+        return y
+    return m.select(m.ge(a, m.c(_TANH_ONE)), m.copysign(m.c(1.0), x), y)
 
 
 def tanh(m, x):
-    return _tanh(m, x)[0]
+    return _tanh(m, x)
 
 
 def expm1(m, x):
@@ -160,7 +166,7 @@ def expm1(m, x):
     y, two_k = _exp_parts(m, x, clamp_nan_low=False)
     e = m.mul(y, two_k)
     h = m.mul(x, m.c(0.5))
-    t, _ = _tanh(m, h)
+    t = _tanh(m, h, small_only=True)  # (used only where |x| <= 1/2)
     small = m.mul(t, m.add(e, m.c(1.0)))
     r = m.select(m.b.fcmp_ordered(">", m.fabs(x), m.c(0.5)), m.add(e, m.c(-1.0)), small)
     return m.select(m.eq(h, m.c(0.0)), x, r)
