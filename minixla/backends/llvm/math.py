@@ -31,6 +31,11 @@ The shape of each function is the classic one (Cody & Waite, fdlibm):
    ``e*ln2``);
 4. *special values* patched in with ``select`` at the end.
 
+float32 goes to ``math_xla.py`` for exp, expm1, log, log1p, tanh, logistic, erf and erfc:
+XLA:CPU's own algorithms, so the bits are JAX's (the float32 methods and errors described below
+are minixla's earlier fits, still used by exp2 and by ``minixla_fast_tanh``'s tanh). float64
+uses the methods below.
+
 Half-precision types (f16, bf16) are not handled here: compute in float32
 and round the result, as XLA does.
 
