@@ -39,9 +39,9 @@ minixla_llvm_cpu                                None (host)  LLVM CPU the code i
                                                              at the first compile
 minixla_llvm_features                           None         LLVM features on top of that CPU's (or the
                                                              host's), e.g. ``+avx2,-avx512f``
-minixla_fast_tanh                               False        float32 tanh as XLA's rational form (4.8 ulp,
-                                                             about half the instructions) instead of
-                                                             the exp-based one (1.3 ulp)
+minixla_fast_tanh                               False        float32 tanh as minixla's own rational fit
+                                                             (4.8 ulp) instead of XLA:CPU's algorithm
+                                                             (the default, bit-identical to JAX)
 minixla_gemm_library_cache                      True         keep the GEMM library's machine code on disk
                                                              (``~/.cache/minixla/gemm-library``, or under the
                                                              compilation cache's directory): a process's first
@@ -149,8 +149,8 @@ _OPTIONS = [
            "LLVM target features on top of the CPU's, e.g. '+avx2,-avx512f'; read once, at the"
            " first compile", env_only=True, changes_code=True),
     Option("minixla_fast_tanh", False, _bool,
-           "float32 tanh as a rational function (XLA's form: 4.8 ulp, ~2x cheaper) instead of the"
-           " exp-based one (1.3 ulp); read at each compile", changes_code=True),
+           "float32 tanh as minixla's own rational fit (4.8 ulp) instead of XLA:CPU's algorithm"
+           " (the default: bit-identical to JAX, as cheap); read at each compile", changes_code=True),
     Option("minixla_gemm_library_cache", True, _bool,
            "keep the GEMM library's machine code on disk across processes (loaded, not compiled,"
            " by a process's first dot); False: compile it in every process"),

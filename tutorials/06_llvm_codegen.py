@@ -133,10 +133,12 @@ np.testing.assert_allclose(fused(xt, b), np.exp(xt.T) * 2 + b, rtol=1e-6, atol=1
 # ## 4. Inline `exp`
 #
 # `exponential` has no instruction on x86, and LLVM's `llvm.exp` intrinsic becomes one libm call
-# per element, which blocks vectorization. Like XLA:CPU, minixla emits its own `exp` inline
-# (`minixla/backends/llvm/math.py`): range reduction `x = k ln2 + r`, a minimax polynomial in `r`
-# evaluated with `llvm.fma`, reconstruction by `2^k`, special values patched with `select`. The
-# only calls in the kernel are LLVM intrinsics that become single instructions:
+# per element, which blocks vectorization. Like XLA:CPU, minixla emits `exp` inline -- and for
+# float32 it emits *XLA's own* algorithm (`minixla/backends/llvm/math_xla.py`, read from XLA's
+# dumped IR), so the bits are JAX's: range reduction `x = k ln2 + r`, a polynomial in `r`
+# evaluated with `llvm.fma` (where XLA's LLVM fuses a multiply into an add), reconstruction by
+# `2^k`, clamps done with `select`. (float64 uses minixla's own fit, `math.py`.) The only calls
+# in the kernel are LLVM intrinsics that become single instructions:
 
 # %%
 xs = np.linspace(-87.0, 88.5, 1 << 18, dtype=np.float32)
@@ -152,7 +154,7 @@ assert "llvm.fma.f32" in calls
 # %% [markdown]
 # How accurate is it? We measure the error in **ulp** (units in the last place: the spacing of
 # float32 numbers at the true value) against float64 NumPy, on 2^18 points from -87 to 88.5, and
-# do the same for JAX's (XLA's) `exp`:
+# do the same for JAX's (XLA's) `exp` -- the two curves coincide, because the bits do:
 
 # %%
 reference = np.exp(xs.astype(np.float64))
@@ -167,7 +169,7 @@ bins = np.linspace(xs[0], xs[-1], 350)
 where = np.digitize(xs, bins)
 per_bin = lambda e: [e[where == k].max() for k in range(1, len(bins))]  # noqa: E731
 ax.plot(bins[1:], per_bin(err_minixla), lw=0.8, label="minixla (inline, LLVM)")
-ax.plot(bins[1:], per_bin(err_jax), lw=0.8, alpha=0.7, label="JAX / XLA:CPU")
+ax.plot(bins[1:], per_bin(err_jax), lw=0.8, ls="--", alpha=0.7, label="JAX / XLA:CPU")
 ax.set_xlabel("x")
 ax.set_ylabel("max error (ulp)")
 ax.set_ylim(0, 1.5)
@@ -176,7 +178,8 @@ ax.legend(loc="upper right", fontsize=8)
 fig.tight_layout()
 
 # %%
-assert err_minixla.max() < 2.0  # about one ulp, like XLA's
+np.testing.assert_array_equal(exp_compiled(xs), np.asarray(jnp.exp(xs)))  # XLA's bits
+assert err_minixla.max() < 6.0  # XLA's exp: about one ulp here, 5.5 next to its overflow
 special = np.array([np.nan, np.inf, -np.inf, 0.0, 89.0, -104.0], np.float32)  # the select-patched cases
 np.testing.assert_array_equal(minixla.jit(mnp.exp)(special), np.array([np.nan, np.inf, 0, 1, np.inf, 0], np.float32))
 

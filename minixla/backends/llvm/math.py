@@ -31,6 +31,11 @@ The shape of each function is the classic one (Cody & Waite, fdlibm):
    ``e*ln2``);
 4. *special values* patched in with ``select`` at the end.
 
+float32 goes to ``math_xla.py`` for exp, expm1, log, log1p, tanh, logistic, erf and erfc:
+XLA:CPU's own algorithms, so the bits are JAX's (the float32 methods and errors described below
+are minixla's earlier fits, still used by exp2 and by ``minixla_fast_tanh``'s tanh). float64
+uses the methods below.
+
 Half-precision types (f16, bf16) are not handled here: compute in float32
 and round the result, as XLA does.
 
@@ -52,6 +57,8 @@ from dataclasses import dataclass
 
 from llvmlite import ir
 
+from minixla.backends.llvm import math_xla
+
 __all__ = [
     "emit_exp",
     "emit_exp2",
@@ -60,6 +67,8 @@ __all__ = [
     "emit_log1p",
     "emit_tanh",
     "emit_logistic",
+    "emit_erf",
+    "emit_erfc",
     "MATH_EMITTERS",
 ]
 
@@ -336,6 +345,8 @@ def emit_exp(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     underflow; newer XLA has ``xla/codegen/math/exp.cc`` for f64.
     """
     m = _Emitter(b, x)
+    if m.fmt is _F32:  # XLA:CPU's algorithm, bit for bit (math_xla.py)
+        return math_xla.exp(m, x)
     f = m.fmt
     xc = m.clamp(x, f.exp_lo, f.exp_hi)
     k, r = _reduce_ln2(m, xc)
@@ -399,6 +410,8 @@ def emit_expm1(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     between a short Taylor series near 0 and ``exp(x) - 1``.
     """
     m = _Emitter(b, x)
+    if m.fmt is _F32:  # XLA:CPU's algorithm, bit for bit (math_xla.py)
+        return math_xla.expm1(m, x)
     f = m.fmt
     xc = m.clamp(x, f.expm1_lo, f.exp_hi)
     k, r, r_lo = _reduce_ln2(m, xc, with_tail=True)
@@ -505,6 +518,8 @@ def emit_log(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     there; here subnormals are renormalized.
     """
     m = _Emitter(b, x)
+    if m.fmt is _F32:  # XLA:CPU's algorithm, bit for bit (math_xla.py)
+        return math_xla.log(m, x)
     return _log_specials(m, x, _log_finite_positive(m, x))
 
 
@@ -528,6 +543,8 @@ def emit_log1p(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     short series near 0 and ``log(1 + x)``.
     """
     m = _Emitter(b, x)
+    if m.fmt is _F32:  # XLA:CPU's algorithm, bit for bit (math_xla.py)
+        return math_xla.log1p(m, x)
     u = m.add(m.c(1.0), x)
     c = m.sub(x, m.sub(u, m.c(1.0)))
     y = _log_finite_positive(m, u, correction=m.div(c, u))
@@ -583,6 +600,8 @@ def emit_tanh(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     from minixla.config import config
     if m.fmt.tanh_p and config.minixla_fast_tanh:
         return _emit_tanh_rational(m, x)
+    if m.fmt is _F32:  # XLA:CPU's algorithm, bit for bit (math_xla.py)
+        return math_xla.tanh(m, x)
     return _emit_tanh_via_exp(m, x)
 
 
@@ -629,10 +648,35 @@ def emit_logistic(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     as ``1/(1 + exp(-x))`` before code generation.
     """
     m = _Emitter(b, x)
+    if m.fmt is _F32:  # XLA:CPU's algorithm, bit for bit (math_xla.py)
+        return math_xla.logistic(m, x)
     e = emit_exp(b, m.b.fneg(m.fabs(x)))
     num = m.select(m.ge(x, m.c(0.0)), m.c(1.0), e)
     # NaN: e is NaN, so num/(1 + e) is NaN either way.
     return m.div(num, m.add(m.c(1.0), e))
+
+
+def emit_erf(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    """The error function, float32 only (float64 calls libm: ``scalar_ops.libm_call``).
+
+    Method: XLA:CPU's, bit for bit (``math_xla.erf``): ``x P(x^2) / Q(x^2)`` with P of degree 4
+    and Q of degree 6 in x^2, +-1 from |x| = 3.8325. erf(nan) = nan, erf(+-inf) = +-1."""
+    m = _Emitter(b, x)
+    if m.fmt is not _F32:
+        raise TypeError(f"emit_erf is float32 only, got {x.type}")
+    return math_xla.erf(m, x)
+
+
+def emit_erfc(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    """1 - erf(x) without the cancellation, float32 only (float64 calls libm).
+
+    Method: XLA:CPU's expansion of ``chlo.erfc``, bit for bit (``math_xla.erfc``): 1 - x P(x^2)
+    below |x| = 1, ``exp(-x^2)/|x| * R(1/x^2)`` above (two rationals, split at |x| = 2), 0 once
+    x^2 > 88.72, 2 - that for negative x. erfc(nan) = nan, erfc(+inf) = 0, erfc(-inf) = 2."""
+    m = _Emitter(b, x)
+    if m.fmt is not _F32:
+        raise TypeError(f"emit_erfc is float32 only, got {x.type}")
+    return math_xla.erfc(m, x)
 
 
 # HLO opcode names (and jax.lax primitive names) -> emitter.
@@ -647,6 +691,8 @@ MATH_EMITTERS = {
     "log1p": emit_log1p,
     "tanh": emit_tanh,
     "logistic": emit_logistic,
+    "erf": emit_erf,
+    "erfc": emit_erfc,
 }
 
 

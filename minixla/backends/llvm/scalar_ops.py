@@ -88,10 +88,6 @@ def binary_op(b: ir.IRBuilder, opcode: str, dtype, x, y, fastmath=()):
     if opcode == "remainder":
         return b.frem(x, y) if flt else _int_remainder(b, dtype, x, y)
     if opcode in ("power", "atan2") and flt:
-        if opcode == "power" and x.type == ir.FloatType():  # (XLA's powf reads subnormals as
-            # they are: (-1e-40) ** 2.5 is NaN, inf ** -1e-40 is 0; fpext would flush them)
-            x, y = _fpext_keeping_subnormals(b, x), _fpext_keeping_subnormals(b, y)
-            return b.fptrunc(libm_call(b, "pow", [x, y]), ir.FloatType())
         return libm_call(b, "pow" if opcode == "power" else "atan2", [x, y])
     if opcode.startswith("shift-") and not flt and not pred:
         return _shift(b, opcode, x, y)
@@ -137,28 +133,25 @@ def _shift(b, opcode, x, y):
 
 
 def libm_call(b: ir.IRBuilder, name: str, args):
-    """``name(*args)`` from the C math library, computed in f64 and rounded back to the
-    arguments' type: correctly rounded or within an ulp for f32, f16 and bf16, libm's accuracy
-    for f64. Used for the less common transcendentals (sin, cos, tan, atan2, pow, cbrt, erf);
-    a scalar call per element (it does not vectorize), unlike the inline ``math`` emitters."""
+    """``name(*args)`` from the C math library: for f32 registers (f32, and f16/bf16, which are
+    computed in f32) the float function ``namef`` -- the one XLA:CPU calls for ``sine``,
+    ``cosine``, ``tan``, ``atan2``, ``power`` (its IR has ``llvm.sin.v8f32`` etc., lowered to one
+    ``sinf`` call per lane), so the bits are JAX's; f64 calls ``name``. Used for the less common
+    transcendentals; a scalar call per element (it does not vectorize), unlike the inline
+    ``math`` emitters. (Arguments are passed as they are: libm sees a subnormal as XLA's call
+    does, with the kernel's denormals-are-zero mode.)"""
     ty, dbl = args[0].type, ir.DoubleType()
+    if ty == ir.FloatType() and name in _LIBM_F32:
+        fn = b.module.globals.get(name + "f")
+        if fn is None:
+            fn = ir.Function(b.module, ir.FunctionType(ty, [ty] * len(args)), name=name + "f")
+        return b.call(fn, list(args))
     xs = [a if a.type == dbl else b.fpext(a, dbl) for a in args]
     fn = b.module.globals.get(name)
     if fn is None:
         fn = ir.Function(b.module, ir.FunctionType(dbl, [dbl] * len(xs)), name=name)
     r = b.call(fn, xs)
     return r if ty == dbl else b.fptrunc(r, ty)
-
-
-def _fpext_keeping_subnormals(b: ir.IRBuilder, x):
-    """f32 -> f64 exactly, subnormals included: with denormals-are-zero set (as XLA:CPU runs)
-    ``fpext`` reads a subnormal as zero, so its value is made from the integer mantissa."""
-    i32, dbl = ir.IntType(32), ir.DoubleType()
-    bits = b.bitcast(x, i32)
-    is_sub = b.icmp_unsigned("==", b.and_(bits, ir.Constant(i32, 0x7F800000)), ir.Constant(i32, 0))
-    wide = b.fpext(x, dbl)  # (±0 for a subnormal: the sign survives)
-    mag = b.fmul(b.uitofp(b.and_(bits, ir.Constant(i32, 0x7FFFFF)), dbl), ir.Constant(dbl, 2.0 ** -149))
-    return b.select(is_sub, T.intrinsic(b, "copysign", dbl, [mag, wide]), wide)
 
 
 def _int_divide(b, dtype, x, y):
@@ -280,6 +273,8 @@ def _unary_op(b: ir.IRBuilder, opcode: str, dtype, x):
             return _narrow_logistic(b, dtype, x)
         if opcode in ("exponential", "log", "tanh", "logistic"):
             return _math(opcode)(b, x)
+        if opcode in ("erf", "erfc") and ty == ir.FloatType():  # f32, f16, bf16: XLA's f32
+            return _math(opcode)(b, x)
         if opcode == "exponential-minus-one" and dtype == np.float16:
             return _f16_expm1(b, x)
         if opcode in ("exponential-minus-one", "log-plus-one"):
@@ -318,6 +313,9 @@ def _f16_expm1(b: ir.IRBuilder, x):
     y = b.select(b.fcmp_ordered(">", T.intrinsic(b, "fabs", x.type, [x]), half), large, small)
     return b.select(b.fcmp_ordered("==", x_half, ir.Constant(x.type, 0.0)), x, y)
 
+
+#: the functions XLA:CPU calls as libm's float versions (sinf, ...) for f32 (f16/bf16 widened)
+_LIBM_F32 = {"sin", "cos", "tan", "atan2", "pow", "cbrt"}
 
 _LIBM_UNARY = {"sine": "sin", "cosine": "cos", "tan": "tan", "cbrt": "cbrt", "erf": "erf", "erfc": "erfc"}
 
