@@ -50,7 +50,6 @@ float16, float32, float64, bfloat16 = map(_scalar_type, (np.float16, np.float32,
 int8, int16, int32, int64 = map(_scalar_type, (np.int8, np.int16, np.int32, np.int64))
 uint8, uint16, uint32, uint64 = map(_scalar_type, (np.uint8, np.uint16, np.uint32, np.uint64))
 bool_ = _scalar_type(np.bool_)
-complex64 = _scalar_type(np.complex64)  # (converting to it raises UnsupportedError: no complex dtypes)
 pi, inf, nan, e = np.pi, np.inf, np.nan, np.e
 newaxis = None
 dtype = np.dtype
