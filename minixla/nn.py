@@ -14,6 +14,7 @@ from minixla import numpy as jnp
 from minixla.core import errors
 from minixla.core.avals import canonicalize_dtype, get_aval
 from minixla.interpreters.custom_derivatives import custom_jvp
+from minixla.interpreters.eval import op_by_op
 
 
 def _float_arg(x):
@@ -404,8 +405,14 @@ def dot_product_attention(query, key, value, bias=None, mask=None, *, scale=None
     return jnp.reshape(encoded, out_shape)
 
 
-# Every public function is an API boundary: an error escaping it names the function, the
-# shapes it was given and the user's line (``errors.api_boundary``). Keep this at the end.
+# Eagerly, every public function runs its ops one by one as JAX does (``op_by_op``: no NumPy
+# arithmetic between minixla ops), and is an API boundary: an error escaping it names the
+# function, the shapes it was given and the user's line (``errors.api_boundary``). Keep this at
+# the end.
+for _name, _value in list(globals().items()):
+    if (not _name.startswith("_") and callable(_value) and not isinstance(_value, type)
+            and getattr(_value, "__module__", None) == __name__):
+        globals()[_name] = op_by_op(_value)
 errors.wrap_public_functions(globals())
 
 

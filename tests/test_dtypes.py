@@ -162,3 +162,37 @@ def test_x64_float64_and_int64(x64, backend, rng):
 def test_without_x64_float64_inputs_become_float32(backend):
     out = run(lambda a: a * 2, np.ones(3, np.float64), backend=backend)
     assert out.dtype == np.float32
+
+
+_SCALAR_TYPES = ["float16", "float32", "float64", "bfloat16", "int8", "int16", "int32", "int64",
+                 "uint8", "uint16", "uint32", "uint64", "bool_"]
+
+
+def test_dtype_names_convert_like_jax_under_every_transformation():
+    """``mnp.float16(x)`` converts a traced value (it raised), as ``jnp.float16(x)``: every dtype
+    name, eagerly, under ``jit`` on both backends (one program converting to all of them), under
+    ``vmap`` and ``grad``; and it still works as a dtype."""
+    x = np.array([-2.5, 0.0, 1.5, 300.0, np.nan], np.float32)
+    want = [np.asarray(getattr(jnp, n)(jnp.asarray(x))) for n in _SCALAR_TYPES]
+
+    def all_types(v):
+        return [getattr(mnp, n)(v) for n in _SCALAR_TYPES]
+    runs = {"eager": all_types(x), "vmap": minixla.vmap(all_types)(x)}
+    for backend in BACKENDS:
+        runs[backend] = minixla.jit(all_types, backend=backend)(x)
+    for how, outs in runs.items():
+        for name, got, ref in zip(_SCALAR_TYPES, outs, want):
+            got = np.asarray(got)
+            assert got.dtype == ref.dtype and np.array_equal(got, ref, equal_nan=True), (how, name)
+    floats = [n for n in _SCALAR_TYPES if n.startswith(("float", "bfloat"))]
+    g = minixla.grad(lambda v: sum(getattr(mnp, n)(v).astype(np.float32) * 2 for n in floats))
+    gj = jax.grad(lambda v: sum(getattr(jnp, n)(v).astype(np.float32) * 2 for n in floats))
+    assert g(np.float32(1.5)) == gj(np.float32(1.5))
+    # still NumPy's dtypes where a dtype is expected
+    assert mnp.float32 == np.float32 and np.dtype(mnp.bfloat16) == ml_dtypes.bfloat16
+    assert {np.int8: 1}[mnp.int8] == 1 and isinstance(np.float16(1), mnp.float16)
+    assert mnp.zeros(2, mnp.bfloat16).dtype == ml_dtypes.bfloat16
+    with pytest.raises(OverflowError, match="Python integer 300 out of bounds for int8"):
+        mnp.int8(300)  # (as jnp.int8(300))
+    with pytest.raises(minixla.errors.UnsupportedError, match="complex"):
+        mnp.asarray(1.0, jnp.complex64)  # (no complex dtypes: mnp has no complex64 name)

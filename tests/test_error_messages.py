@@ -243,3 +243,28 @@ def test_len_and_iteration_of_a_traced_scalar_name_the_line():
             jax.jit(fn)(np.float32(1))
         msg = _raises(errors.ShapeError, fn, np.float32(1))
         assert msg.startswith(f"{what} (a traced f32[])") and _at(fn) in msg
+
+
+def test_eager_primitives_run_their_shape_rule_first():
+    """Eagerly (outside jit) a bad operand is minixla's error naming the op, the shapes and the
+    user's line, as under jit, not JAX's MLIR verifier text: ``bind`` runs the shape rule before
+    the eager implementation, for every primitive."""
+    x, m = np.ones(6, f32), np.ones((2, 3), f32)
+    cases = [
+        ("reshape", lambda: mnp.reshape(mnp.ones(6), (4,))),
+        ("reshape", lambda: lax.reshape(x, (4,))),
+        ("broadcast_in_dim", lambda: lax.broadcast_in_dim(x, (5,), (0,))),
+        ("dot_general", lambda: lax.dot_general(m, np.ones((4, 2), f32), (((1,), (0,)), ((), ())))),
+        ("concatenate", lambda: lax.concatenate([m, np.ones((2, 4, 1), f32)], 0)),
+        ("slice", lambda: lax.slice(x, (0,), (9,))),
+        ("transpose", lambda: lax.transpose(m, (0, 0))),
+        ("dynamic_slice", lambda: lax.dynamic_slice(x, (0,), (9,))),
+        ("pad", lambda: lax.pad(x, 0.0, [(0, 0, 0), (1, 1, 0)])),
+        ("reduce_sum", lambda: lax.reduce_sum(x, (1,))),
+    ]
+    for op, fn in cases:
+        with pytest.raises(errors.ShapeError) as info:
+            fn()
+        msg = str(info.value)
+        assert msg.startswith(op) and _at(fn) in msg and "loc(" not in msg, msg
+        assert "operands: (" in msg

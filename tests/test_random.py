@@ -277,3 +277,29 @@ def test_poisson_bit_identical():
         mr.poisson(_key(), 3., dtype=np.float32)
     with pytest.raises(ValueError):
         mr.poisson(_key(), np.ones(3, np.float32), (2,))
+
+
+def test_bad_keys_raise_jaxs_message_and_name_the_line():
+    """A key that is not a key (``normal(3, ...)``: an int; a float array; the wrong key size; a
+    batch of raw keys) raises JAX's class and text (computed here with jax.random) plus the
+    user's line, for every sampler and for split/fold_in/bits, eagerly and under jit."""
+    import warnings
+    bad = [3, 1.5, np.ones(2, np.float32), np.ones(2, np.int32), np.ones(3, np.uint32),
+           np.ones((2, 2), np.uint32)]
+    calls = [lambda r, k: r.normal(k, (2,)), lambda r, k: r.uniform(k, (2,)),
+             lambda r, k: r.randint(k, (2,), 0, 5), lambda r, k: r.bernoulli(k, 0.5, (2,)),
+             lambda r, k: r.split(k), lambda r, k: r.fold_in(k, 1), lambda r, k: r.bits(k, (2,))]
+    for call in calls:
+        for key in bad:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                with pytest.raises((TypeError, ValueError)) as jax_info:
+                    call(jr, key)
+            with pytest.raises(type(jax_info.value)) as info:
+                call(mr, key)
+            line = call.__code__.co_firstlineno  # (the user's line: the lambda's)
+            want = str(jax_info.value).split(" for impl=")[0]  # (JAX prints its PRNGImpl's repr)
+            assert str(info.value).startswith(want), (str(info.value), want)
+            assert f"{__file__}:{line} " in str(info.value)
+    with pytest.raises(TypeError, match="Got 3\n  at: "):
+        minixla.jit(lambda: mr.normal(3, (2,)))()

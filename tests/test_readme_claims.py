@@ -11,6 +11,12 @@ def test_eager_results_are_numpy_arrays_and_jit_follows_jax():
     eager = mnp.arange(5) + 1.5
     assert type(mnp.arange(5)) is np.ndarray and eager.dtype == np.float64
     assert minixla.jit(lambda: mnp.arange(5) + 1.5)().dtype == np.float32
+    # "a result JAX types weakly ... is a WeakArray ... broadcast_in_dim(1.0, (3,), ()) +
+    # float16_array is float16"; "mnp.float16(x) is asarray(x, float16)"
+    weak = minixla.lax.broadcast_in_dim(1.0, (3,), ())
+    assert isinstance(weak, np.ndarray) and weak.weak_type
+    assert (weak + np.ones(3, np.float16)).dtype == np.float16
+    assert mnp.float16(np.ones(2)).dtype == np.float16 and np.dtype(mnp.float16) == np.float16
 
 
 def test_readme_spmd_partitioner_example():

@@ -247,3 +247,65 @@ def test_integers_become_float32_under_x64_as_jax(x64, backend):
                         ("logaddexp", lambda N, a: N.logaddexp(a, 300))):
             got = minixla.jit(lambda a: f(mnp, a), backend=backend)(x)
             _assert_same(got, f(jnp, jnp.asarray(x)), f"{name} {np.dtype(dtype).name}", 4e-7)
+
+
+# ---------------------------------------------------------------------------------------
+# Eager (op-by-op) results keep JAX's weak types (issue 14's fresh-user findings): each
+# expression's dtype and weak type, eagerly and under make_jaxpr, equals jax.eval_shape's of the
+# same expression written with jax.numpy / jax.lax (JAX's abstract evaluation: eager's types).
+
+_WEAK_CASES = [
+    ("bid + f16", lambda n, l, x: l.broadcast_in_dim(1.0, (3,), ()) + x),
+    ("f16 + bid", lambda n, l, x: x + l.broadcast_in_dim(1.0, (3,), ())),
+    ("add(bid, f16)", lambda n, l, x: n.add(l.broadcast_in_dim(1.0, (3,), ()), x)),
+    ("reshape(bid)", lambda n, l, x: l.reshape(l.broadcast_in_dim(1.0, (3,), ()), (3, 1))[:, 0] + x),
+    ("asarray(1.)", lambda n, l, x: n.asarray(1.0) + x),
+    ("asarray(weak)", lambda n, l, x: n.asarray(n.asarray(1.0)) + x),
+    ("asarray(weak, f32)", lambda n, l, x: n.asarray(n.asarray(1.0), np.float32) + x),
+    ("asarray(1)", lambda n, l, x: n.asarray(1) + x.astype(np.int8)),
+    ("asarray(1) + 1.", lambda n, l, x: n.asarray(1) + 1.0),
+    ("full", lambda n, l, x: n.full((3,), 1.0) + x),
+    ("full int", lambda n, l, x: n.full(3, 1) + x.astype(np.int8)),
+    ("lax.full", lambda n, l, x: l.full((3,), 1.0) + x),
+    ("zeros_like(weak)", lambda n, l, x: n.zeros_like(n.asarray(1.0)) + x),
+    ("full_like(weak, 2)", lambda n, l, x: n.full_like(n.asarray(1.0), 2) + x),
+    ("ones_like(weak, f32)", lambda n, l, x: n.ones_like(n.asarray(1.0), dtype=np.float32) + x),
+    ("neg(1.)", lambda n, l, x: l.neg(1.0) + x),
+    ("lax.add(1., 1.)", lambda n, l, x: l.add(1.0, 1.0) + x),
+    ("abs(1.)", lambda n, l, x: n.abs(1.0) + x),
+    ("exp(weak)", lambda n, l, x: n.exp(n.asarray(1.0)) + x),
+    ("weak * 2", lambda n, l, x: (n.asarray(1.0) * 2) + x),
+    ("where(T, weak, 2.)", lambda n, l, x: n.where(True, n.asarray(1.0), 2.0) + x),
+    ("clip(weak)", lambda n, l, x: n.clip(n.asarray(1.0), 0, 1) + x),
+    ("stack", lambda n, l, x: n.stack([n.asarray(1.0)] * 3) + x),
+    ("concatenate", lambda n, l, x: n.concatenate([n.asarray(1.0)[None]] * 3) + x),
+    ("broadcast_to(weak)[0]", lambda n, l, x: n.broadcast_to(n.asarray(1.0), (3,))[0] + x),
+    ("transpose", lambda n, l, x: n.transpose(n.broadcast_to(n.asarray(1.0), (3, 1)))[0] + x),
+    ("sum(weak)", lambda n, l, x: n.sum(n.broadcast_to(n.asarray(1.0), (3,))) + x),
+    ("max(weak)", lambda n, l, x: n.max(n.broadcast_to(n.asarray(1.0), (3,))) + x),
+    ("convert(weak, f32)", lambda n, l, x: l.convert_element_type(n.asarray(1.0), np.float32) + x),
+    ("weak.astype(f32)", lambda n, l, x: n.asarray(1.0).astype(np.float32) + x),
+    ("dot(weak, weak)", lambda n, l, x: n.dot(n.asarray(1.0), n.asarray(1.0)) + x),
+    ("weak < 1.", lambda n, l, x: n.asarray(1.0) < 1.0),
+]
+
+
+def test_eager_results_keep_jaxs_weak_types():
+    """``lax.broadcast_in_dim(1.0, (3,), ()) + float16_array`` is float16 (it was float32
+    eagerly): the class is every eager result whose shape rule keeps a weak type (broadcasts,
+    reshapes, elementwise ops on Python scalars, creation from Python scalars, ``*_like`` of a
+    weak array), and the operators of such a result (``WeakArray``), which follow JAX's promotion."""
+    x16 = np.ones(3, np.float16)
+    spec = jax.ShapeDtypeStruct((3,), np.float16)
+    for name, fn in _WEAK_CASES:
+        ref = jax.eval_shape(lambda x: fn(jnp, jax.lax, x), spec)
+        want = (np.dtype(ref.dtype), ref.weak_type)
+        eager = fn(mnp, lax, x16)
+        aval = minixla.make_jaxpr(lambda x: fn(mnp, lax, x))(x16).jaxpr.outvars[0].aval
+        assert (eager.dtype, getattr(eager, "weak_type", False)) == want, name
+        assert (aval.dtype, aval.weak_type) == want, name
+    w = lax.broadcast_in_dim(1.0, (3,), ())
+    assert repr(w) == "array([1., 1., 1.], dtype=float32, weak_type=True)"
+    # NumPy's own functions see a plain array (no weak types in NumPy)
+    assert type(np.add(w, x16)) is np.ndarray and np.add(w, x16).dtype == np.float32
+    assert type(np.concatenate([w, w])) is np.ndarray

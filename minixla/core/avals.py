@@ -124,6 +124,79 @@ class WeakScalar:
         return np.asarray(self.value, dtype)
 
 
+class WeakArray(np.ndarray):
+    """An eager (op-by-op) result that JAX types weakly: a NumPy array whose ``weak_type`` is
+    True, as ``jax.Array.weak_type`` of ``jnp.asarray(1.0)``, ``lax.broadcast_in_dim(1.0, ...)``
+    or ``lax.neg(1.0)``. ``minixla.numpy`` and ``minixla.lax`` read the flag through
+    ``get_aval``, so such a value meets another array in JAX's order (``weak_f32 + f16_array`` is
+    float16, as in JAX eager). Its operators are ``minixla.numpy``'s (JAX's promotion); NumPy's
+    own functions and ufuncs see a plain array (NumPy has no weak types) and return one, as
+    does ``astype`` (a strong result, as ``jax.Array.astype``). Indexing and views keep the
+    flag, as JAX's slices of a weak array are weak."""
+
+    weak_type = True
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        inputs = tuple(_strong(x) for x in inputs)
+        if "out" in kwargs:
+            kwargs["out"] = tuple(_strong(x) for x in kwargs["out"])
+        return getattr(ufunc, method)(*inputs, **kwargs)
+
+    def __array_function__(self, func, types, args, kwargs):
+        from jax import tree_util
+        args, kwargs = tree_util.tree_map(_strong, (args, kwargs))
+        return func(*args, **kwargs)
+
+    def __getitem__(self, idx):  # (JAX's indexing: a weak result, clamped gathers)
+        import minixla.numpy as mnp
+        return mnp._getitem(self, idx)
+
+    def astype(self, dtype, *args, **kwargs):
+        return np.asarray(self).astype(dtype, *args, **kwargs)
+
+    def __repr__(self):
+        return np.asarray(self).__repr__()[:-1] + ", weak_type=True)"
+
+    def __reduce__(self):  # (pickles as a plain array plus the flag)
+        return (weak_array, (np.asarray(self),))
+
+
+def _strong(x):
+    return x.view(np.ndarray) if isinstance(x, WeakArray) else x
+
+
+def _mnp_method(name, reflected=False):
+    def method(self, other):
+        import minixla.numpy as mnp
+        fn = getattr(mnp, name)
+        return fn(other, self) if reflected else fn(self, other)
+    method.__name__ = name
+    return method
+
+
+for _op, _name in [("add", "add"), ("sub", "subtract"), ("mul", "multiply"),
+                   ("truediv", "true_divide"), ("floordiv", "floor_divide"), ("mod", "remainder"),
+                   ("pow", "power"), ("matmul", "matmul"), ("and", "bitwise_and"),
+                   ("or", "bitwise_or"), ("xor", "bitwise_xor"), ("lshift", "left_shift"),
+                   ("rshift", "right_shift"), ("divmod", "divmod")]:
+    setattr(WeakArray, f"__{_op}__", _mnp_method(_name))
+    setattr(WeakArray, f"__r{_op}__", _mnp_method(_name, reflected=True))
+for _op, _name in [("lt", "less"), ("le", "less_equal"), ("gt", "greater"),
+                   ("ge", "greater_equal"), ("eq", "equal"), ("ne", "not_equal")]:
+    setattr(WeakArray, f"__{_op}__", _mnp_method(_name))
+for _op, _name in [("neg", "negative"), ("abs", "abs"), ("invert", "invert")]:
+    setattr(WeakArray, f"__{_op}__", lambda self, _n=_name: getattr(
+        __import__("minixla.numpy", fromlist=[_n]), _n)(self))
+WeakArray.__hash__ = None
+
+
+def weak_array(x, weak=True):
+    """``x`` (a NumPy array) marked weakly typed when ``weak`` (a ``WeakArray`` view), else a
+    plain array: how an eager result carries the weak type its shape rule gave it."""
+    x = np.asarray(x)
+    return x.view(WeakArray) if weak else x
+
+
 def check_python_int(x: int, dtype) -> None:
     """Raise ``ScalarOverflowError`` (an ``OverflowError``) when the Python int ``x`` does not fit
     ``dtype``. JAX makes a Python int its default int (int32; int64 under ``jax_enable_x64``)

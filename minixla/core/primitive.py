@@ -13,7 +13,7 @@ import threading
 import numpy as np
 
 from minixla.core import errors
-from minixla.core.avals import WeakScalar
+from minixla.core.avals import WeakArray, WeakScalar, get_aval, weak_array
 
 #: primitive -> fn(*avals, **params) -> ShapedArray (or list of them if multiple_results)
 shape_rules: dict = {}
@@ -56,12 +56,23 @@ class Primitive:
             trace = current_jaxpr_trace()
         if trace is not None:
             return trace.process_primitive(self, args, params)
-        args = [np.asarray(a) if isinstance(a, WeakScalar) else a for a in args]
+        # Eager evaluation checks the operands with the shape rule first, as JAX's eager
+        # ``bind`` does (a bad reshape is minixla's ShapeError naming the op, the shapes and the
+        # user's line, never JAX's MLIR verifier text), and the result takes the rule's weak type
+        # (``broadcast_in_dim(1.0, ...)`` stays weak and adds to a float16 array as float16).
+        avals = _eager_avals(args)
+        out_avals = None if avals is None else self.abstract_eval(*avals, **params)
+        args = [np.asarray(a) if isinstance(a, (WeakScalar, WeakArray)) else a for a in args]
         _eager.depth += 1
         try:
-            return impl_rules[self](*args, **params)
+            out = impl_rules[self](*args, **params)
         finally:
             _eager.depth -= 1
+        if out_avals is None:
+            return out
+        if self.multiple_results:
+            return type(out)(_with_weak_type(o, a) for o, a in zip(out, out_avals))
+        return _with_weak_type(out, out_avals)
 
     def abstract_eval(self, *avals, **params):
         """Output aval(s) from input avals, with errors that name the op and the user's line."""
@@ -79,6 +90,23 @@ class Primitive:
             what = e.args[0] if e.args[0].startswith((self.name + ":", self.name + " ")) else f"{self.name}: {e.args[0]}"
             msg = f"{what}\n  operands: ({shapes})\n  at: {errors.user_source_line()}"
             raise type(e)(msg) from None
+
+
+def _eager_avals(args):
+    """The avals of eager operands, or None where one is not a minixla array (a JAX typed key
+    passed through an eager loop: its primitives' JAX implementations check it themselves)."""
+    try:
+        return [get_aval(a) for a in args]
+    except (errors.DTypeError, errors.UnsupportedError):
+        return None
+
+
+def _with_weak_type(value, aval):
+    """An eager result as its shape rule typed it: a ``WeakArray`` when the aval is weak."""
+    weak = getattr(aval, "weak_type", False)
+    if isinstance(value, (np.ndarray, np.generic)) and weak != isinstance(value, WeakArray):
+        return weak_array(value, weak)
+    return value
 
 
 #: the largest array in bytes: past it, sizes overflow int64 offsets (XLA aborts the process)

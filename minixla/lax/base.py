@@ -8,7 +8,7 @@ import numpy as np
 import jax
 
 from minixla.core import errors
-from minixla.core.avals import get_aval
+from minixla.core.avals import WeakScalar, get_aval
 from minixla.core.primitive import Primitive, impl_rules, shape_rules
 
 
@@ -62,7 +62,8 @@ def _scalar_like(x, like):
                 f"(minixla.numpy's functions promote and wrap it as jax.numpy's do)\n"
                 f"  at: {errors.user_source_line()}")
         with np.errstate(over="ignore"):  # (a float beyond the dtype's range rounds to inf)
-            return np.asarray(np.asarray(x, own), dtype)[()]
+            # weak, as JAX's Python scalars: ``lax.add(1.0, 1.0)`` is a weak f32
+            return WeakScalar(np.asarray(np.asarray(x, own), dtype)[()])
     return x
 
 

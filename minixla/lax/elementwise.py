@@ -44,7 +44,8 @@ def _binary_rule(kinds, opname, out_dtype=None):
             raise errors.DTypeError(f"{opname} does not accept dtype {x.dtype.name}")
         shape = _broadcast_shapes(x, y)
         dtype = np.dtype(out_dtype) if out_dtype else x.dtype
-        return ShapedArray(shape, dtype, weak_type=x.weak_type and y.weak_type and not out_dtype)
+        # (a comparison of two weak operands is a weak bool, as JAX's standard weak-type rule)
+        return ShapedArray(shape, dtype, weak_type=x.weak_type and y.weak_type)
     return rule
 
 

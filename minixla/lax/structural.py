@@ -9,7 +9,7 @@ import numpy as np
 import jax
 
 from minixla.core import errors
-from minixla.core.avals import ShapedArray, WeakScalar, canonicalize_dtype, get_aval
+from minixla.core.avals import ShapedArray, WeakScalar, canonicalize_dtype, get_aval, weak_array
 from minixla.core.avals import canonicalize_shape
 from minixla.core.tracing import Tracer
 from minixla.lax.base import _check_dims, _scalar_like, _std_prim
@@ -259,14 +259,15 @@ def concatenate(operands, dimension):
     return concatenate_p.bind(*operands, dimension=int(dimension))
 
 
-def full(shape, fill_value, dtype=None):
+def full(shape, fill_value, dtype=None, *, _weak_type=False):
     """An array of ``shape`` filled with ``fill_value`` (``jax.lax.full``). Inside a trace it is
     staged (a ``broadcast_in_dim`` of the scalar), so the result is a tracer like any other
     value of the traced function; outside, a numpy array."""
     from minixla.core.tracing import current_jaxpr_trace
     # As jax.lax.full: weakly typed when the dtype comes from a Python scalar (``full(2, 1)``
     # adds to an int8 array as int8), and a Python int wraps into the default int here.
-    weak = dtype is None and isinstance(fill_value, (int, float)) and not isinstance(fill_value, (bool, np.generic))
+    weak = _weak_type or (dtype is None and isinstance(fill_value, (int, float))
+                          and not isinstance(fill_value, (bool, np.generic)))
     dtype = canonicalize_dtype(dtype if dtype is not None else np.asarray(fill_value).dtype)
     value = np.asarray(fill_value).astype(dtype)[()] if not isinstance(fill_value, Tracer) else fill_value
     shape = canonicalize_shape(shape)
@@ -274,7 +275,7 @@ def full(shape, fill_value, dtype=None):
         return broadcast_in_dim(convert_element_type(value, dtype), shape, ())
     trace = current_jaxpr_trace()
     if trace is None:
-        return np.full(shape, value, dtype)
+        return weak_array(np.full(shape, value, dtype), weak)
     return trace.process_primitive(broadcast_in_dim_p, [WeakScalar(value) if weak else value],
                                    dict(shape=shape, broadcast_dimensions=()))
 

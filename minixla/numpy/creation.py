@@ -10,7 +10,7 @@ import numpy as np
 
 from minixla import lax
 from minixla.core import errors
-from minixla.core.avals import WeakScalar, canonicalize_dtype, get_aval
+from minixla.core.avals import WeakArray, WeakScalar, canonicalize_dtype, get_aval, weak_array
 from minixla.core.avals import canonicalize_shape
 from minixla.core.tracing import Tracer
 from minixla.numpy.promotion import (
@@ -25,6 +25,10 @@ def asarray(a, dtype=None):
     array with JAX's canonical dtype (float64 -> float32 unless x64 is on)."""
     if isinstance(a, Tracer):
         return a if dtype is None else astype(a, dtype)
+    # JAX keeps a weak type here only without ``dtype``: ``jnp.asarray(1.0)`` and the
+    # asarray of a weak array are weak, ``jnp.asarray(1.0, float32)`` and lists are not.
+    weak = dtype is None and (isinstance(a, (WeakScalar, WeakArray)) or (
+        _is_python_scalar(a) and not isinstance(a, bool)))
     if isinstance(a, WeakScalar):
         a = a.value
     if isinstance(a, (list, tuple)) and builtins.any(isinstance(v, Tracer) for v in _flatten_list(a)):
@@ -33,7 +37,12 @@ def asarray(a, dtype=None):
     if dtype is None and _is_python_scalar(a):
         dtype = get_aval(a).dtype
     dtype = canonicalize_dtype(dtype if dtype is not None else arr.dtype)
-    return _np_astype(arr, dtype)
+    if _is_python_scalar(a) and not isinstance(a, bool) and dtype.kind in "iu":
+        value = int(a)  # (a float truncates first; NaN and inf raise as int() does, as in JAX)
+        if not np.iinfo(dtype).min <= value <= np.iinfo(dtype).max:  # (jnp.int8(300) raises)
+            raise errors.ScalarOverflowError(f"Python integer {value} out of bounds for "
+                                             f"{dtype.name}{_where_line()}")
+    return weak_array(_np_astype(arr, dtype), weak)
 
 
 def _flatten_list(a):
@@ -94,7 +103,6 @@ def _like(x, dtype, shape):
 
 def zeros_like(a, dtype=None, shape=None):
     """Zeros with ``a``'s shape and dtype (``jnp.zeros_like``)."""
-    shape, dtype = _like(a, dtype, shape)
     return full_like(a, 0, dtype, shape)
 
 
@@ -105,17 +113,18 @@ def empty_like(prototype, dtype=None, shape=None):
 
 def ones_like(a, dtype=None, shape=None):
     """Ones with ``a``'s shape and dtype (``jnp.ones_like``)."""
-    shape, dtype = _like(a, dtype, shape)
     return full_like(a, 1, dtype, shape)
 
 
 def full_like(a, fill_value, dtype=None, shape=None):
-    """``fill_value`` with ``a``'s shape and dtype (``jnp.full_like``)."""
+    """``fill_value`` with ``a``'s shape and dtype (``jnp.full_like``); weakly typed when ``a``
+    is and no ``dtype`` is given (``zeros_like(weak)`` is weak in JAX)."""
+    weak = dtype is None and get_aval(_arr(a)).weak_type
     shape, dtype = _like(a, dtype, shape)
     dtype = canonicalize_dtype(dtype)
     if isinstance(fill_value, Tracer):
         return lax.full(shape, fill_value, dtype)
-    return lax.full(shape, _np_astype(np.asarray(fill_value), dtype), dtype)
+    return lax.full(shape, _np_astype(np.asarray(fill_value), dtype), dtype, _weak_type=weak)
 
 
 def arange(start, stop=None, step=None, dtype=None):

@@ -11,15 +11,45 @@ import numpy as np
 
 from minixla import lax
 from minixla.core import errors
-from minixla.core.avals import WeakScalar, canonicalize_dtype, get_aval, promote_types
+from minixla.core.avals import WeakScalar, canonicalize_dtype, get_aval, promote_types, weak_array
 from minixla.core.tracing import Tracer
 
 
-float32, float64, float16 = np.float32, np.float64, np.float16
-bfloat16 = ml_dtypes.bfloat16
-int8, int16, int32, int64 = np.int8, np.int16, np.int32, np.int64
-uint8, uint16, uint32, uint64 = np.uint8, np.uint16, np.uint32, np.uint64
-bool_ = np.bool_
+class _ScalarMeta(type):
+    """The type of ``minixla.numpy.float32`` & co. (``jax.numpy``'s scalar types): a dtype name
+    that is also a converter. ``mnp.float16(x)`` is ``asarray(x, float16)`` for a tracer (under
+    ``jit``, ``grad``, ``vmap``), an array or a Python scalar, as ``jnp.float16(x)``; as a dtype
+    (``dtype=mnp.float16``, ``np.dtype(mnp.float16)``, ``x.dtype == mnp.float16``, a dict key)
+    it is NumPy's scalar type, and ``isinstance(v, mnp.float32)`` tests NumPy's."""
+
+    def __hash__(cls):
+        return hash(cls.dtype.type)
+
+    def __eq__(cls, other):
+        return cls is other or cls.dtype.type == other
+
+    def __ne__(cls, other):
+        return not cls == other
+
+    def __instancecheck__(cls, instance):
+        return isinstance(instance, cls.dtype.type)
+
+    def __call__(cls, x):
+        from minixla.numpy.creation import asarray
+        return asarray(x, dtype=cls.dtype)
+
+
+def _scalar_type(np_type):
+    name = np.dtype(np_type).name
+    return _ScalarMeta("bool_" if name == "bool" else name, (object,),
+                       {"dtype": np.dtype(np_type), "__module__": "minixla.numpy"})
+
+
+float16, float32, float64, bfloat16 = map(_scalar_type, (np.float16, np.float32, np.float64,
+                                                           ml_dtypes.bfloat16))
+int8, int16, int32, int64 = map(_scalar_type, (np.int8, np.int16, np.int32, np.int64))
+uint8, uint16, uint32, uint64 = map(_scalar_type, (np.uint8, np.uint16, np.uint32, np.uint64))
+bool_ = _scalar_type(np.bool_)
 pi, inf, nan, e = np.pi, np.inf, np.nan, np.e
 newaxis = None
 dtype = np.dtype
@@ -54,7 +84,7 @@ def _cast(x, dtype, weak=False):
                 arr = _np_astype(arr, dtype)
         if arr.ndim == 0:
             return WeakScalar(arr[()]) if weak else arr[()]
-        return arr
+        return weak_array(arr, weak)
     aval = get_aval(x)
     if aval.dtype == dtype and aval.weak_type == weak:
         return x

@@ -82,7 +82,7 @@ def _sum_like(lax_fn, name, identity):
         else:
             dt = canonicalize_dtype(dtype)
         comp = _upcast_f16(dt)
-        x = _cast(a, comp) if aval.dtype != comp else a
+        x = _cast(a, comp)  # (a weak operand becomes strong first, as in JAX: sum(weak) is strong)
         r = lax_fn(_masked(x, where, identity), axes)
         if initial is not None:
             r = combine(r, _cast(initial, comp))
@@ -112,6 +112,7 @@ def _minmax(lax_fn, name):
         if initial is None and builtins.any(aval.shape[i] == 0 for i in axes):
             raise errors.ShapeError(f"zero-size array to reduction operation {name} which has no "
                                     f"identity (shape {aval.shape}, axis {axis}){_where_line()}")
+        a = _cast(a, aval.dtype)  # (strong, as JAX's reductions: max(weak) is strong)
         r = lax_fn(_masked(a, where, reduction_identity("maximum" if name == "max" else "minimum", aval.dtype)), axes)
         if initial is not None:
             r = (maximum if name == "max" else minimum)(r, initial)

@@ -225,18 +225,27 @@ def _key_base(name, k, allow_batched=False):
     if isinstance(k, PRNGKeyArray):
         base, typed, kshape = k._base, k.impl, k.shape
     else:
-        if isinstance(k, (int, float, bool)) or not hasattr(get_aval(k), "shape"):
-            raise TypeError(f"unexpected PRNG key type {type(k)}")
+        # JAX's messages (jax._src.prng's checks of raw key data), with the user's line
+        at = f"\n  at: {errors.user_source_line()}"
+        if not all(hasattr(k, a) for a in ("ndim", "shape", "dtype")):
+            raise errors.DTypeError("JAX encountered invalid PRNG key data: expected key_data to "
+                                    f"have ndim, shape, and dtype attributes. Got {k!r}{at}")
         aval = get_aval(k)
         impl = _rbg.default_impl()
-        if aval.dtype != np.uint32 or not aval.shape or aval.shape[-1] != impl.key_size:
-            raise TypeError(f"{name}: a raw PRNG key is a uint32 array with trailing dimension "
-                            f"{impl.key_size} ({impl.name}, the default implementation), got "
-                            f"{aval.dtype.name}{list(aval.shape)}")
+        if aval.dtype != np.uint32:
+            raise errors.DTypeError("JAX encountered invalid PRNG key data: expected "
+                                    f"key_data.dtype = uint32; got dtype={aval.dtype.name}{at}")
+        if not aval.shape or aval.shape[-1] != impl.key_size:
+            raise errors.DTypeError(
+                "JAX encountered invalid PRNG key data: expected key_data.shape to end with "
+                f"({impl.key_size},); got shape={tuple(aval.shape)} for impl={impl.name}{at}")
         base, typed, kshape = k, False, tuple(aval.shape[:-1])
     if not allow_batched and kshape:
-        raise ValueError(f"{name} accepts a single key, but was given a key array of shape "
-                         f"{kshape} != (). Use jax.vmap for batching.")
+        # (JAX names a raw key's data shape, a typed key's own shape)
+        shown = kshape if typed else tuple(get_aval(base).shape)
+        raise errors.ShapeError(f"{name} accepts a single key, but was given a key array of shape "
+                                f"{shown} != (). Use jax.vmap for batching.\n"
+                                f"  at: {errors.user_source_line()}")
     return base, typed
 
 
