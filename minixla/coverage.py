@@ -35,7 +35,7 @@ PRIMITIVE_OPCODES = {
     "acosh": ["compare", "subtract", "sqrt", "add", "multiply", "log-plus-one", "log", "select"],
     "atanh": ["abs", "compare", "log-plus-one", "negate", "subtract", "multiply", "select"],
     "erfc": ["erfc"], "atan2": ["atan2"], "pow": ["power"], "integer_pow": ["multiply", "divide"],
-    "is_finite": ["is-finite"], "not": ["not"], "add": ["add"], "sub": ["subtract"], "mul": ["multiply"],
+    "is_finite": ["is-finite"], "not": ["not"], "add": ["add"], "add_any": ["add"], "sub": ["subtract"], "mul": ["multiply"],
     "div": ["divide"], "rem": ["remainder"], "max": ["maximum"], "min": ["minimum"], "and": ["and"],
     "or": ["or"], "xor": ["xor"], "shift_left": ["shift-left"], "shift_right_logical": ["shift-right-logical"],
     "shift_right_arithmetic": ["shift-right-arithmetic"], "eq": ["compare"], "ne": ["compare"],

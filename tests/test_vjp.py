@@ -134,8 +134,24 @@ def test_make_jaxpr_of_grad_shows_the_backward_pass():
     f:f32[3] = mul b e
     g:f32[3] = mul e a
     h:f32[3] = mul g c
-    i:f32[3] = add f h
+    i:f32[3] = add_any f h
   in (i,) }"""
+
+
+def test_tangents_and_cotangents_accumulate_with_add_any_as_jax():
+    # JAX sums two tangents (JVP rules) and two cotangents of one variable (the backward pass)
+    # with ``add_any``: the printed jaxprs are JAX's, and the primitive is linear (its JVP,
+    # transpose and batching run in grad-of-grad and vmap) and lowers to an HLO add.
+    ours, theirs = (lambda x: mnp.sin(x) * x), (lambda x: jnp.sin(x) * x)
+    assert str(minixla.make_jaxpr(minixla.grad(ours))(1.)) == str(jax.make_jaxpr(jax.grad(theirs))(1.))
+    jvp_of = lambda J, f: (lambda x, t: J.jvp(f, (x,), (t,)))  # noqa: E731
+    assert str(minixla.make_jaxpr(jvp_of(minixla, ours))(1., 1.)) == str(jax.make_jaxpr(jvp_of(jax, theirs))(1., 1.))
+    xs = np.linspace(-1, 1, 3, dtype=np.float32)
+    want = jax.vmap(jax.grad(jax.grad(theirs)))(xs)
+    np.testing.assert_allclose(minixla.vmap(minixla.grad(minixla.grad(ours)))(xs), want, rtol=1e-6)
+    lowered = minixla.jit(minixla.grad(ours)).lower(np.float32(1.))
+    assert "add_any" in str(lowered.jaxpr) and "add_any" not in lowered.as_text()
+    np.testing.assert_allclose(lowered.compile()(np.float32(.5)), jax.grad(theirs)(np.float32(.5)), rtol=1e-6)
 
 
 def test_grad_under_jit_traces_once_and_caches():

@@ -1,5 +1,7 @@
 """minixla.vmap against jax.vmap: every covered primitive with several in_axes, eagerly and
 under jit on both backends; out_axes, axis_size, pytrees, nesting; JAX's errors."""
+import collections
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -94,6 +96,30 @@ def test_vmap_errors_match_jax():
     check(lambda: minixla.vmap(add, in_axes=(0, 1))(a3, a3), lambda: jax.vmap(add, in_axes=(0, 1))(a3, a3))
     check(lambda: minixla.vmap(add, in_axes=(0, 0, 0))(a3, a3), lambda: jax.vmap(add, in_axes=(0, 0, 0))(a3, a3))
     check(lambda: minixla.vmap(lambda x: x, in_axes=None)(a3), lambda: jax.vmap(lambda x: x, in_axes=None)(a3))
+    # JAX 0.10's wording: out_axes=None on a batched output names its key path; sizes are grouped
+    # (most common first) and name pytree paths, *args and kwargs; in_axes/out_axes that are no
+    # tree prefix show JAX's mismatch details; vmap of nothing says so.
+    pair = collections.namedtuple("pair", "sign logdet")
+    for f, oa in [(lambda x: x * 2, None), (lambda x: (x, x * 2), (0, None)), (lambda x: {"a": x}, {"a": None}),
+                  (lambda x: pair(x, x), None), (lambda x: [x, (x, x)], None)]:
+        check(lambda: minixla.vmap(f, out_axes=oa)(a3), lambda: jax.vmap(f, out_axes=oa)(a3))
+    three = lambda a, b, c: a  # noqa: E731
+    check(lambda: minixla.vmap(three)(a3, a2, a3), lambda: jax.vmap(three)(a3, a2, a3))
+    check(lambda: minixla.vmap(add)((a3, a2), a2), lambda: jax.vmap(add)((a3, a2), a2))
+    star = lambda *a: a[0]  # noqa: E731
+    check(lambda: minixla.vmap(star)(a3, a2), lambda: jax.vmap(star)(a3, a2))
+    kw = lambda x, *, k: x  # noqa: E731
+    check(lambda: minixla.vmap(kw)(a3, k=a2), lambda: jax.vmap(kw)(a3, k=a2))
+    check(lambda: minixla.vmap(lambda x: x, axis_size=5)(a3), lambda: jax.vmap(lambda x: x, axis_size=5)(a3))
+    check(lambda: minixla.vmap(lambda x: x, in_axes=((0, 0),))(a3), lambda: jax.vmap(lambda x: x, in_axes=((0, 0),))(a3))
+    check(lambda: minixla.vmap(lambda x: x, out_axes=(0, 0))(a3), lambda: jax.vmap(lambda x: x, out_axes=(0, 0))(a3))
+    check(lambda: minixla.vmap(lambda: 1.0)(), lambda: jax.vmap(lambda: 1.0)())
+    for bad in [dict(in_axes=1.5), dict(in_axes=("a",)), dict(out_axes=1.5)]:
+        with pytest.raises(TypeError) as want:
+            jax.vmap(lambda x: x, **bad)
+        with pytest.raises(TypeError) as got:
+            minixla.vmap(lambda x: x, **bad)
+        assert str(got.value) == str(want.value) and isinstance(got.value, minixla.errors.MinixlaError)
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -128,3 +154,62 @@ def test_jit_of_vmap_over_an_empty_batch_of_gathers():
     got = minixla.jit(minixla.vmap(f(mnp, minixla.lax)))(x, i)
     for g, w in zip(got, want):
         assert g.shape == w.shape and g.dtype == w.dtype
+
+
+# Whether a result is batched is part of what vmap computes: ``out_axes=None`` accepts exactly
+# the unbatched ones. JAX's jnp makes some results constants of the static shapes (an empty
+# gather is ``full_like(y, 0)``, an empty ``where`` is its ``x``, ``isin`` with an empty side is
+# ``zeros``), and keeps others batched that minixla once wrote as constants (an empty ``svd``/``lu``
+# of a batched matrix, ``var`` with too few elements, ``take_along_axis`` of empty indices,
+# ``polyval`` of no coefficients, ``diagonal`` of a 0x0 matrix).
+_I0 = np.zeros((0,), np.int32)
+_EMPTY_CASES = [  # (name, fn(np, lax, x), per-example shape)
+    ("x[empty]", lambda n, l, x: x[_I0], (3,)),
+    ("x[..., empty, :]", lambda n, l, x: x[..., _I0, :], (2, 3)),
+    ("x(2,0)[[0,1]]", lambda n, l, x: x[np.array([0, 1])], (2, 0)),
+    ("x(0,3)[:, [1]]", lambda n, l, x: x[:, np.array([1])], (0, 3)),
+    ("x(2,0)[1]", lambda n, l, x: x[1], (2, 0)),
+    ("at[empty].get fill", lambda n, l, x: x.at[_I0].get(mode="fill", fill_value=1.0), (3,)),
+    ("take_along_axis idx empty", lambda n, l, x: n.take_along_axis(x, np.zeros((2, 0), np.int32), axis=1), (2, 3)),
+    ("diagonal 0x0", lambda n, l, x: n.diagonal(x), (0, 0)),
+    ("diagonal 3d empty", lambda n, l, x: n.diagonal(x, axis1=1, axis2=2), (2, 0, 0)),
+    ("where empty", lambda n, l, x: n.where(x > 0, 1.0, x), (0,)),
+    ("where empty x batched", lambda n, l, x: n.where(True, x, 1.0), (0,)),
+    ("isin empty tests", lambda n, l, x: n.isin(x, np.zeros((0,), np.float32), invert=True), (3,)),
+    ("nansum empty", lambda n, l, x: n.nansum(x), (0,)),
+    ("var ddof", lambda n, l, x: n.var(x, ddof=3), (3,)),
+    ("polyval no coefficients", lambda n, l, x: n.polyval(np.ones((0,), np.float32), x), (3,)),
+    ("svd 0x3", lambda n, l, x: n.linalg.svd(x), (0, 3)),
+    ("svdvals 0x0", lambda n, l, x: n.linalg.svd(x, compute_uv=False), (0, 0)),
+    ("lu 0x0", lambda n, l, x: l.linalg.lu(x), (0, 0)),
+]
+
+
+def _fuzz_slogdet(n, l, x):  # (deep vmap fuzz, seed 9302: fam_linalg slogdet with n=0 of a bool[0,1])
+    from minixla.fuzz import families
+    p = dict(fn="slogdet", n=0, m=0, perm=np.zeros((0,), np.int32), out=0)
+    return families._la(n, l, [x], p)
+
+
+_EMPTY_CASES.append(("fuzz 9302 slogdet", _fuzz_slogdet, (0, 1)))
+
+
+def test_vmap_batchedness_of_static_shape_results_matches_jax():
+    def attempt(vmap, n, l, fn, x, out_axes):
+        try:
+            return True, jax.tree_util.tree_map(np.asarray, vmap(lambda a: fn(n, l, a), out_axes=out_axes)(x))
+        except ValueError:
+            return False, None
+    bad = []
+    for name, fn, shape in _EMPTY_CASES:
+        x = (np.random.default_rng(0).standard_normal((2,) + shape) * 3).astype(np.float32)
+        if name.startswith("fuzz"):
+            x = x > 0
+        for out_axes in (None, 0):
+            ok_j, want = attempt(jax.vmap, jnp, jax.lax, fn, x, out_axes)
+            ok_m, got = attempt(minixla.vmap, mnp, lax, fn, x, out_axes)
+            if ok_j != ok_m:
+                bad.append(f"{name} out_axes={out_axes}: jax {'accepts' if ok_j else 'refuses'}, minixla does not")
+            elif ok_j:  # (leaves: jnp's svd/slogdet return named tuples)
+                assert_tree_close(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want))
+    assert not bad, bad

@@ -278,8 +278,9 @@ assert np.allclose(x_t, jax.linear_transpose(lambda x: jax.lax.conv_general_dila
 # *pullback*. `grad(f)` is the pullback of the cotangent `1.0` of a scalar output. Under
 # `make_jaxpr`, the whole thing, forward and backward, is one jaxpr: the forward equations
 # (`sin`, `cos`: the residual), then the transposed tangent equations, in JAX's layout. JAX's
-# own jaxpr has the same equations; it marks the unused forward product `_` (DCE removes it
-# in both compilers) and calls the sum of two cotangents `add_any`:
+# own jaxpr has the same equations: the unused forward product is `_` (DCE removes it in both
+# compilers), and the two cotangents of `x` are summed by `add_any`, the primitive both use to
+# accumulate tangents and cotangents (linear, and an HLO `add` once lowered):
 
 # %%
 def g(x):
@@ -293,8 +294,7 @@ print(jax_jaxpr)
 # %%
 ours = minixla.make_jaxpr(minixla.grad(g))(np.float32(1.0))
 names = [e.primitive.name for e in ours.jaxpr.eqns]
-assert names[:2] == ["sin", "cos"] and set(names[2:]) <= {"mul", "add"}
-assert len(jax_jaxpr.eqns) == len(ours.jaxpr.eqns) and "add_any" in str(jax_jaxpr)
+assert names == [e.primitive.name for e in jax_jaxpr.eqns] and names[-1] == "add_any"
 assert np.isclose(minixla.grad(g)(np.float32(1.0)), jax.grad(lambda x: jnp.sin(x) * x)(np.float32(1.0)))
 
 # %% [markdown]

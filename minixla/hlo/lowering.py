@@ -163,7 +163,7 @@ for _prim, _opcode in [
     (lax.neg_p, "negate"), (lax.abs_p, "abs"), (lax.sign_p, "sign"), (lax.floor_p, "floor"),
     (lax.ceil_p, "ceil"), (lax.exp_p, "exponential"), (lax.log_p, "log"), (lax.tanh_p, "tanh"),
     (lax.logistic_p, "logistic"), (lax.sqrt_p, "sqrt"), (lax.rsqrt_p, "rsqrt"), (lax.not_p, "not"),
-    (lax.add_p, "add"), (lax.sub_p, "subtract"), (lax.mul_p, "multiply"), (lax.div_p, "divide"),
+    (lax.add_p, "add"), (lax.add_any_p, "add"), (lax.sub_p, "subtract"), (lax.mul_p, "multiply"), (lax.div_p, "divide"),
     (lax.max_p, "maximum"), (lax.min_p, "minimum"), (lax.and_p, "and"), (lax.or_p, "or"),
 ]:
     lowering_rules[_prim] = _elementwise(_opcode)

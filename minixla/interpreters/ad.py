@@ -83,13 +83,15 @@ def instantiate(t):
 
 
 def add_tangents(a, b):
-    """``a + b`` where either may be a symbolic ``Zero``."""
-    from minixla import lax
+    """``a + b`` where either may be a symbolic ``Zero``: an ``add_any`` equation, as JAX
+    accumulates tangents and cotangents (``add_jaxvals``)."""
+    from minixla.lax.base import _scalar_like
+    from minixla.lax.elementwise import add_any_p
     if isinstance(a, Zero):
         return b
     if isinstance(b, Zero):
         return a
-    return lax.add(a, b)
+    return add_any_p.bind(_scalar_like(a, b), _scalar_like(b, a))
 
 
 # ---------------------------------------------------------------------------------------

@@ -129,6 +129,8 @@ def _sub_t(ct, x, y):
 
 defjvp(L.add_p, lambda g, ans, x, y: g, lambda g, ans, x, y: g)
 transpose_rules[L.add_p] = _add_t
+defjvp(L.add_any_p, lambda g, ans, x, y: g, lambda g, ans, x, y: g)
+transpose_rules[L.add_any_p] = _add_t
 defjvp(L.sub_p, lambda g, ans, x, y: g, lambda g, ans, x, y: L.neg(g))
 transpose_rules[L.sub_p] = _sub_t
 

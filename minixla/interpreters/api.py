@@ -468,19 +468,29 @@ def hessian(fun, argnums=0, has_aux=False, holomorphic=False):
 # ---------------------------------------------------------------------------------------
 # vmap.
 
-def _flatten_axes(what, tree, axes):
-    """``axes`` (an int, None, or a pytree prefix of ``tree``) broadcast to one entry per leaf."""
-    proxy = tree_util.tree_unflatten(tree, [object()] * tree.num_leaves)
-    out = []
-
-    def add(ax, sub):
-        out.extend([ax] * len(tree_util.tree_leaves(sub)))
+def _flatten_axes(what, tree, axes, kws=False):
+    """``axes`` (an int, None, or a pytree prefix of ``tree``, Nones as leaves) broadcast to one
+    entry per leaf: JAX's own ``flatten_axes``, so a mismatch reads as JAX's (its key paths)."""
+    from jax._src.api_util import flatten_axes
     try:
-        tree_util.tree_map(add, axes, proxy, is_leaf=lambda x: x is None)
-    except ValueError:
-        raise _value_error(f"{what} specification must be a tree prefix of the corresponding value, got "
-                         f"specification {axes} for value tree {tree}.") from None
-    return out
+        return flatten_axes(what, tree, axes, kws=kws)
+    except ValueError as e:
+        raise _value_error(e.args[0]) from None
+
+
+def _check_axes_types(in_axes, out_axes):
+    """JAX's TypeErrors for an ``in_axes``/``out_axes`` that is not ints and Nones (raised by
+    ``vmap`` itself, before any call)."""
+    leaf_ok = lambda l: type(l) is int or l is None
+    if not (in_axes is None or type(in_axes) in (int, tuple)):
+        raise errors.TransformTypeError(
+            "vmap in_axes must be an int, None, or a tuple of entries corresponding to the positional "
+            f"arguments passed to the function, but got {in_axes}.")
+    for what, axes in (("in_axes", in_axes), ("out_axes", out_axes)):
+        if not all(leaf_ok(l) for l in tree_util.tree_leaves(axes, is_leaf=lambda x: x is None)):
+            raise errors.TransformTypeError(
+                f"vmap {what} must be an int, None, or (nested) container with those types as leaves, "
+                f"but got {axes}.")
 
 
 def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None, spmd_axis_name=None):
@@ -488,11 +498,14 @@ def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None, spmd_axis_n
 
     ``in_axes``: an int, None, or a tuple with one entry (int, None or a pytree prefix) per
     positional argument; ``out_axes`` likewise for the output. ``axis_size`` is needed when no
-    argument is mapped. Raises ``ValueError`` (JAX's messages) for inconsistent sizes (each
-    argument's size listed), an axis out of range, or an ``in_axes`` of the wrong length.
+    argument is mapped. Raises JAX's errors with JAX's messages: ``TypeError`` for axes that are
+    not ints and Nones; ``ValueError`` for inconsistent sizes (grouped by size, naming an
+    argument of each), an axis out of range, an ``in_axes``/``out_axes`` that is no tree prefix
+    of the value, and an ``out_axes`` of None for an output that is batched.
     """
     if isinstance(in_axes, list):
         in_axes = tuple(in_axes)
+    _check_axes_types(in_axes, out_axes)
 
     @_wraps(fun)
     def vmap_f(*args, **kwargs):
@@ -503,27 +516,12 @@ def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None, spmd_axis_n
         from minixla.random.keys import jax_keys_to_minixla  # (JAX typed keys: as minixla's)
         args, kwargs = jax_keys_to_minixla((args, kwargs), "vmap")
         flat, in_tree = tree_util.tree_flatten(args)
-        axes = _flatten_axes("vmap in_axes", in_tree, in_axes if isinstance(in_axes, tuple) else (in_axes,) * len(args)
-                             if args else in_axes)
-        # keyword arguments are mapped over their leading axis, as in JAX
         kw_flat, kw_tree = tree_util.tree_flatten(kwargs)
+        # (keyword arguments are mapped over their leading axis, as in JAX)
+        axes = _flatten_axes("vmap in_axes", tree_util.tree_structure((args, kwargs)), (in_axes, 0), kws=True)
         n_pos = len(flat)
-        flat, axes = flat + kw_flat, axes + [0] * len(kw_flat)
-        sizes = []
-        for x, ax in zip(flat, axes):
-            if ax is None:
-                continue
-            shape = get_aval(x).shape
-            if not -len(shape) <= ax < len(shape):
-                raise _value_error(f"vmap was requested to map its argument along axis {ax}, which implies that "
-                                 f"its rank should be at least {(ax if ax >= 0 else -ax - 1) + 1}, but is only "
-                                 f"{len(shape)} (its shape is {shape})")
-            sizes.append(shape[ax % len(shape)])
-        if not sizes and axis_size is None:
-            raise _value_error("vmap must have at least one non-None value in in_axes or axis_size must be specified")
-        size = axis_size if axis_size is not None else sizes[0]
-        if any(s != size for s in sizes):
-            raise _value_error(_inconsistent_sizes(fun, args, in_tree, flat, axes))
+        flat = flat + kw_flat
+        size = _mapped_axis_size(fun, args, kwargs, flat, axes, axis_size)
         trace = BatchTrace(size)
         with new_trace(trace):
             ins = [BatchTracer(trace, x, ax % get_aval(x).ndim) if ax is not None else x for x, ax in zip(flat, axes)]
@@ -531,9 +529,13 @@ def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None, spmd_axis_n
             flat_out, out_tree = tree_util.tree_flatten(out)
             pairs = [trace.lift(o) for o in flat_out]
         oaxes = _flatten_axes("vmap out_axes", out_tree, out_axes)
-        res = []
-        for (v, d), oa in zip(pairs, oaxes):
-            res.append(_leaf_out(_move_out(v, d, oa, size)))
+        for i, ((v, d), oa) in enumerate(zip(pairs, oaxes)):
+            if oa is None and d is not None:
+                path = tree_util.tree_flatten_with_path(tree_util.tree_unflatten(out_tree, oaxes),
+                                                        is_leaf=lambda x: x is None)[0][i][0]
+                raise _value_error(f"at vmap out_axes{tree_util.keystr(path)}, got axis spec None "
+                                   f"but output was batched on axis {d}")
+        res = [_leaf_out(_move_out(v, d, oa, size)) for (v, d), oa in zip(pairs, oaxes)]
         return tree_util.tree_unflatten(out_tree, res)
     return vmap_f
 
@@ -541,8 +543,6 @@ def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None, spmd_axis_n
 def _move_out(v, d, oa, size):
     from minixla import lax
     if oa is None:
-        if d is not None:
-            raise _value_error("vmap has mapped output but out_axes is None")
         return v
     nd = get_aval(v).ndim + (1 if d is None else 0)
     if not -nd <= oa < nd:
@@ -555,26 +555,62 @@ def _move_out(v, d, oa, size):
     return moveaxis(v, d, oa)
 
 
-def _inconsistent_sizes(fun, args, in_tree, flat, axes):
+def _mapped_axis_size(fun, args, kwargs, flat, axes, axis_size):
+    """The batch size, or JAX's ValueError naming the mismatched arguments (``_mapped_axis_size``
+    in JAX's api.py: sizes grouped by how many axes have them, most common first)."""
+    import collections
     import inspect
-    try:
-        names = list(inspect.signature(fun).parameters)
-    except (TypeError, ValueError):
-        names = []
-    lines = ["vmap got inconsistent sizes for array axes to be mapped:"]
-    # which positional argument each leaf belongs to
-    owners = []
-    for i, a in enumerate(args):
-        owners += [i] * len(tree_util.tree_leaves(a))
-    for x, ax, i in zip(flat, axes, owners):
+    if not flat:
+        if axis_size is not None:
+            return axis_size
+        raise _value_error("vmap wrapped function must be passed at least one argument containing an array "
+                           f"or axis_size must be specified, got empty *args={args} and **kwargs={kwargs}")
+    sizes = []
+    for x, ax in zip(flat, axes):
         if ax is None:
+            sizes.append(None)
             continue
-        a = get_aval(x)
-        argname = f"argument {names[i]}" if i < len(names) else f"argument {i}"
-        lines.append(f"  * one axis had size {a.shape[ax]}: axis {ax} of {argname} of type "
-                     f"{a.dtype.name}{list(a.shape)};".replace(", ", ","))
-    lines[-1] = lines[-1].rstrip(";")
-    return "\n".join(lines)
+        shape = get_aval(x).shape
+        if not -len(shape) <= ax < len(shape):
+            raise _value_error(f"vmap was requested to map its argument along axis {ax}, which implies that "
+                               f"its rank should be at least {ax + 1 if ax >= 0 else -ax}, but is only "
+                               f"{len(shape)} (its shape is {shape})")
+        sizes.append(shape[ax])
+    distinct = set(s for s in sizes if s is not None) | ({axis_size} if axis_size is not None else set())
+    if len(distinct) == 1:
+        return distinct.pop()
+    if not distinct:
+        raise _value_error("vmap must have at least one non-None value in in_axes or axis_size must be specified")
+    try:
+        params = list(inspect.signature(fun).bind(*args, **kwargs).signature.parameters)
+    except (TypeError, ValueError):
+        params = None
+
+    def arg_name(path):
+        if params is None or path[0].idx >= len(params):  # (no signature, or a *args entry)
+            return f"args{tree_util.keystr(path)}"
+        return f"argument {params[path[0].idx]}" + (tree_util.keystr(path[1:]) if len(path) > 1 else "")
+
+    def typ(x):
+        try:
+            a = get_aval(x)
+        except TypeError:  # (as JAX, for an object that is no array)
+            return "unknown"
+        return f"{a.dtype.name}[{','.join(map(str, a.shape))}]"
+    names = [f"{arg_name(p)} of type {typ(x)}" for p, x in tree_util.tree_flatten_with_path(args)[0]]
+    names += [f"kwargs{tree_util.keystr(p)} of type {typ(x)}" for p, x in tree_util.tree_flatten_with_path(kwargs)[0]]
+    counts = collections.Counter(s for s in sizes if s is not None).most_common()
+    lines = ["vmap got inconsistent sizes for array axes to be mapped:\n"]
+    if axis_size is not None:
+        lines.append(f"  * the `axis_size` argument was {axis_size};\n")
+    for k, (sz, ct) in enumerate(counts):
+        i = sizes.index(sz)
+        if ct == 1:
+            lines.append(f"  * one axis had size {sz}: axis {axes[i]} of {names[i]};\n")
+        else:
+            many = "most" if k == 0 else "some"
+            lines.append(f"  * {many} axes ({ct} of them) had size {sz}, e.g. axis {axes[i]} of {names[i]};\n")
+    raise _value_error("".join(lines)[:-2])
 
 
 # ---------------------------------------------------------------------------------------

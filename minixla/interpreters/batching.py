@@ -137,7 +137,7 @@ for _p in (L.neg_p, L.abs_p, L.sign_p, L.floor_p, L.ceil_p, L.round_p, L.exp_p, 
            L.stop_gradient_p):
     defvectorized(_p)
 
-for _p in (L.add_p, L.sub_p, L.mul_p, L.div_p, L.rem_p, L.pow_p, L.atan2_p, L.max_p, L.min_p, L.and_p, L.or_p,
+for _p in (L.add_p, L.add_any_p, L.sub_p, L.mul_p, L.div_p, L.rem_p, L.pow_p, L.atan2_p, L.max_p, L.min_p, L.and_p, L.or_p,
            L.xor_p, L.eq_p, L.ne_p, L.lt_p, L.le_p, L.gt_p, L.ge_p, L.shift_left_p, L.shift_right_logical_p,
            L.shift_right_arithmetic_p):
     defbroadcasting(_p)

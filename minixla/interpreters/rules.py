@@ -20,7 +20,7 @@ from minixla.interpreters.batching import batching_rules
 #: primitives linear in their float operands (``mul``/``dot_general``/``conv`` in each one
 #: separately, ``div`` in the dividend, ``pad`` in both operand and padding value; ``remat2``
 #: in its tangent operands once differentiated; ``jit`` where its body is)
-LINEAR = {"neg", "add", "sub", "mul", "div", "convert_element_type", "broadcast_in_dim", "reshape",
+LINEAR = {"neg", "add", "add_any", "sub", "mul", "div", "convert_element_type", "broadcast_in_dim", "reshape",
           "transpose", "squeeze", "rev", "reduce_sum", "slice", "pad", "concatenate", "select_n",
           "dot_general", "conv_general_dilated", "cumsum", "dynamic_slice", "dynamic_update_slice",
           "gather", "scatter-add", "scatter", "scatter-mul", "remat2", "jit", "reduce_window_sum"}

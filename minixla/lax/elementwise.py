@@ -63,6 +63,10 @@ rsqrt_p = _std_prim("rsqrt", _unary_rule(_FLT, "rsqrt"))
 not_p = _std_prim("not", _unary_rule("iub", "not"), impl=_jax_impl("bitwise_not"))
 
 add_p = _std_prim("add", _binary_rule(_NUM, "add"))
+#: JAX's ``add_any`` (``add_jaxvals_p``): the sum of two tangents or cotangents, which JVP rules
+#: and the backward pass use to accumulate them (``make_jaxpr(grad(f))`` prints it); an ``add``
+#: in HLO. Linear, as ``add``; equal shapes and dtypes (the same variable's tangents).
+add_any_p = _std_prim("add_any", _binary_rule(_NUM, "add_any"), impl=_jax_impl("add"))
 sub_p = _std_prim("sub", _binary_rule(_NUM, "sub"))
 mul_p = _std_prim("mul", _binary_rule(_NUM, "mul"))
 div_p = _std_prim("div", _binary_rule(_NUM, "div"))

@@ -45,6 +45,18 @@ def _lax():
     return lax
 
 
+def _tied_to(x, *outs):
+    """``outs`` as though computed from ``x``: JAX's linalg primitives give every output batched
+    like the operand under vmap, also for an empty matrix, whose results minixla writes as
+    constants (a ``select_n`` on a predicate read from ``x``, false; empty ``x``: no cost)."""
+    from minixla.core.tracing import Tracer
+    if not isinstance(x, Tracer):
+        return outs
+    mnp, lax = _mnp(), _lax()
+    pred = mnp.any(mnp.not_equal(x, x))
+    return tuple(lax.select_n(pred, o, o) for o in outs)
+
+
 def _operand(x, name, square=False, inexact=True):
     mnp = _mnp()
     x = mnp.asarray(x)
@@ -136,7 +148,7 @@ def lu(x):
     perm0 = mnp.broadcast_to(rows, (*batch, m))
     piv0 = mnp.zeros((*batch, k), np.int32)
     if k == 0:  # (nothing to eliminate; the step cannot even be traced: argmax of no rows)
-        return x, piv0, perm0
+        return (x, *_tied_to(x, piv0, perm0))
     a, perm, piv = lax.fori_loop(0, k, step, (x, perm0, piv0))
     return a, piv, perm
 
@@ -590,13 +602,13 @@ def svd(x, *, full_matrices: bool = True, compute_uv: bool = True, subset_by_ind
     if m == 0 or n == 0:
         # no singular values; the full factors are identities (as LAPACK's gesdd), the thin ones empty
         dt = get_aval(x).dtype
-        s = mnp.zeros((*batch, 0), dt)
+        s, = _tied_to(x, mnp.zeros((*batch, 0), dt))
         if not compute_uv:
             return s
         if full_matrices:
-            return (mnp.broadcast_to(mnp.eye(m, dtype=dt), (*batch, m, m)), s,
-                    mnp.broadcast_to(mnp.eye(n, dtype=dt), (*batch, n, n)))
-        return mnp.zeros((*batch, m, 0), dt), s, mnp.zeros((*batch, 0, n), dt)
+            return (*_tied_to(x, mnp.broadcast_to(mnp.eye(m, dtype=dt), (*batch, m, m))), s,
+                    *_tied_to(x, mnp.broadcast_to(mnp.eye(n, dtype=dt), (*batch, n, n))))
+        return (*_tied_to(x, mnp.zeros((*batch, m, 0), dt)), s, *_tied_to(x, mnp.zeros((*batch, 0, n), dt)))
     u, s, v = _svd_custom()(x)
     if not compute_uv:
         return s

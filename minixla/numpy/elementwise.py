@@ -529,7 +529,9 @@ def where(condition, x=None, y=None, /, *, size=None, fill_value=None):
     cond = broadcast_to(cond, shape) if get_aval(cond).shape != () else cond
     weak = get_aval(x).weak_type and get_aval(y).weak_type
     x, y = broadcast_to(x, shape), broadcast_to(y, shape)
-    out = lax.select_n(cond, y, x)
+    # As JAX: an empty result is the broadcast ``x`` itself, no select (so under vmap it is
+    # batched only when ``x`` is, whatever ``condition`` and ``y`` are)
+    out = x if 0 in shape else lax.select_n(cond, y, x)
     # (a broadcast weak constant is a plain array: put back the weak type JAX gives the result)
     return lax._convert_weak(out, get_aval(out).dtype, True) if weak and not get_aval(out).weak_type else out
 

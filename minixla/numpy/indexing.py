@@ -128,8 +128,13 @@ def take_along_axis(arr, indices, axis, mode=None, fill_value=None):
     except errors.ShapeError as e:
         raise errors.ShapeError(f"take_along_axis: {e.args[0]}{_where_line()}") from None
     n = shape[ax]
-    if n == 0 or 0 in out_shape:  # (an empty result: no gather, whose slices could not fit a 0-sized dim)
+    if n == 0:  # (as JAX: a constant, unbatched under vmap)
         return zeros(out_shape, get_aval(arr).dtype)
+    if 0 in out_shape:
+        # No gather (its slices could not fit a 0-sized dim), but an empty result traced from
+        # both operands: JAX's gather there is batched when ``arr`` or ``indices`` is.
+        pred = lax.convert_element_type(_empty_of(idx, out_shape), np.bool_)
+        return lax.select_n(pred, _empty_of(arr, out_shape), _empty_of(arr, out_shape))
     itype = _index_dtype((n,))
     if mode == "promise_in_bounds":
         # XLA clamps; clamping first in the indices' own dtype keeps that (a uint32 index
@@ -357,6 +362,8 @@ def _getitem(x, idx, mode=None, fill_value=None):
             if e[0] == "slice":
                 out_shape.append(yshape[dim])
             dim += 1
+        if fill and math.prod(out_shape) == 0:  # (JAX's gather path, see _advanced_getitem)
+            return _zeros_as_gathered(y, out_shape)
         return reshape(y, out_shape)
     mode = lax.GatherScatterMode.from_any(lax.GatherScatterMode.PROMISE_IN_BOUNDS if mode is None else mode)
     return _advanced_getitem(y, yshape, entries, adv_pos, mode, fill_value)
@@ -427,8 +434,14 @@ def _advanced_getitem(y, yshape, entries, adv_pos, mode, fill_value):
     except errors.ShapeError as err:
         raise IndexError(f"shape mismatch: indexing arrays could not be broadcast together: "
                          f"{err.args[0]}{_where_line()}") from None
-    if math.prod(yshape[d] for d in adv_dims) == 0:  # an empty axis: fine only if nothing is read
-        return _empty_advanced_result(y, yshape, entries, adv_pos, bshape)
+    out_shape = _advanced_result_shape(yshape, entries, adv_pos, bshape)
+    if math.prod(yshape[d] for d in adv_dims) == 0 and math.prod(out_shape):
+        raise IndexError(f"index is out of bounds for an axis of size 0 (shape {yshape}){_where_line()}")
+    if math.prod(out_shape) == 0:
+        # As JAX's gather path of ``x[idx]``: an empty result is ``full_like(y, 0, shape)``, a
+        # constant of the static shapes, so under vmap it is unbatched whatever ``y`` and the
+        # indices are (``vmap(..., out_axes=None)`` accepts it, as jax.vmap does).
+        return _zeros_as_gathered(y, out_shape)
     # One gather whose index vector has a component per advanced dim (the start_index_map);
     # those dims collapse, the others are whole windows (offset dims after the batch dims).
     indices = _gather_indices(arrays, [yshape[d] for d in adv_dims], _index_dtype(yshape), bshape)
@@ -438,35 +451,17 @@ def _advanced_getitem(y, yshape, entries, adv_pos, mode, fill_value):
     sizes = [1 if d in adv_dims else yshape[d] for d in range(len(yshape))]
     g = lax.gather(y, indices, dn, sizes, mode=mode,
                    fill_value=fill_value if mode is lax.GatherScatterMode.FILL_OR_DROP else None)
-    adjacent = adv_pos == list(range(adv_pos[0], adv_pos[0] + len(adv_pos)))
-    out_shape = []
-    if adjacent:
+    if adv_pos == list(range(adv_pos[0], adv_pos[0] + len(adv_pos))):
         # The broadcast block goes where the first advanced index was (among the other dims).
         q = builtins.sum(1 for d in rest_dims if d < adv_dims[0])
         perm = list(range(nb, nb + q)) + list(range(nb)) + list(range(nb + q, nb + len(rest_dims)))
         g = lax.transpose(g, perm)
-        seen = False
-        dim = 0
-        for k, e in enumerate(entries):
-            if e[0] == "none":
-                out_shape.append(1)
-            elif e[0] == "adv":
-                if not seen:
-                    out_shape.extend(bshape)
-                    seen = True
-            else:
-                out_shape.append(yshape[edims[k]])
-    else:
-        out_shape.extend(bshape)
-        for k, e in enumerate(entries):
-            if e[0] == "none":
-                out_shape.append(1)
-            elif e[0] == "slice":
-                out_shape.append(yshape[edims[k]])
     return reshape(g, out_shape)
 
 
-def _empty_advanced_result(y, yshape, entries, adv_pos, bshape):
+def _advanced_result_shape(yshape, entries, adv_pos, bshape):
+    """NumPy's placement: adjacent advanced indices put their broadcast shape where the first of
+    them was, separated ones put it first."""
     edims = _entry_dims(entries)
     adjacent = adv_pos == list(range(adv_pos[0], adv_pos[0] + len(adv_pos)))
     out_shape, seen = ([] if adjacent else list(bshape)), False
@@ -478,11 +473,22 @@ def _empty_advanced_result(y, yshape, entries, adv_pos, bshape):
         elif adjacent and not seen:
             out_shape.extend(bshape)
             seen = True
-    if math.prod(out_shape):
-        raise IndexError(f"index is out of bounds for an axis of size 0 (shape {yshape}){_where_line()}")
-    # (a slice of y itself, so the result is traced like y: an empty array reshapes to any empty shape)
-    empty = lax.slice(reshape(y, (-1,)), (0,), (0,))
-    return reshape(empty, out_shape)
+    return tuple(out_shape)
+
+
+def _empty_of(y, shape):
+    """An empty array of ``shape`` computed from ``y`` (an empty slice of it), so it is traced
+    (and batched) like ``y``: for the jnp functions whose JAX code reaches an empty result through
+    ops on the operand (a cond, a scan, a gather with batching dims) rather than a constant."""
+    return reshape(lax.slice(reshape(y, (-1,)), (0,), (0,)), shape)
+
+
+def _zeros_as_gathered(y, shape):
+    """JAX's ``lax.full_like(y, 0, shape=shape)``: y's dtype and weak type, none of its values."""
+    aval = get_aval(y)
+    if getattr(aval, "weak_type", False):  # (a weak type is always its kind's default dtype)
+        return lax.full(shape, {"f": 0.0, "c": 0j}.get(aval.dtype.kind, 0))
+    return zeros(shape, aval.dtype)
 
 
 class _IndexUpdateHelper:

@@ -22,7 +22,7 @@ from minixla.numpy.creation import arange, asarray, eye, full_like, tri, zeros_l
 from minixla.numpy.manipulation import expand_dims, moveaxis, ravel, reshape, stack, swapaxes, tile
 from minixla.numpy.elementwise import multiply, power, subtract, where
 from minixla.numpy.reductions import sum
-from minixla.numpy.indexing import _IndexUpdateHelper
+from minixla.numpy.indexing import _IndexUpdateHelper, _empty_of
 
 
 def _static_int(value, what):
@@ -109,6 +109,10 @@ def diagonal(a, offset=0, axis1=0, axis2=1):
     i = np.arange(size, dtype=np.int32)
     j = np.arange(abs(offset), abs(offset) + size, dtype=np.int32)
     rows, cols = (i, j) if offset >= 0 else (j, i)
+    if size == 0 and len(shape) == 2 and shape[0] == shape[1] and offset == 0 and get_aval(a).dtype != np.bool_:
+        # JAX computes this case with platform_dependent (a cond over ``a``), so its empty result
+        # is batched like ``a`` under vmap, where the indexing path gives an unbatched constant.
+        return _empty_of(a, (0,))
     return a[..., rows, cols]
 
 

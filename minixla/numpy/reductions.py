@@ -195,7 +195,10 @@ def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=Non
     if where is None:
         n = math.prod(aval.shape[i] for i in axes)
         result = _cast(_div_by_constant(total, n - correction), dt)
-        return result if n - correction > 0 else full_like(result, np.nan, dt)
+        if n - correction > 0:
+            return result
+        # JAX's ``where(n - ddof > 0, total / (n - ddof), nan)``: NaN, batched like ``a`` under vmap
+        return lax.select_n(np.bool_(False), full_like(result, np.nan, dt), result)
     normalizer = subtract(_count(where, aval.shape, axes, comp, keepdims), _cast(correction, comp))
     result = lax.select_n(lax.gt(normalizer, full_like(normalizer, 0)),
                           full_like(total, np.nan), lax.div(total, normalizer))
@@ -218,13 +221,18 @@ def _not_nan(a):
 def nansum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):
     """``jnp.nansum``: ``sum`` treating NaN as 0."""
     a = _operand(a, "nansum", out)
-    return sum(a, axis, dtype, None, keepdims, initial, _and_where(_not_nan(a), where))
+    # (JAX's form: under vmap, an empty ``where`` is its constant 0, so the sum is unbatched)
+    if _is_inexact(get_aval(a).dtype):
+        a = _where(isnan(a), _cast(0, get_aval(a).dtype), a)
+    return sum(a, axis, dtype, None, keepdims, initial, where)
 
 
 def nanprod(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):
     """``jnp.nanprod``: ``prod`` treating NaN as 1."""
     a = _operand(a, "nanprod", out)
-    return prod(a, axis, dtype, None, keepdims, initial, _and_where(_not_nan(a), where))
+    if _is_inexact(get_aval(a).dtype):
+        a = _where(isnan(a), _cast(1, get_aval(a).dtype), a)
+    return prod(a, axis, dtype, None, keepdims, initial, where)
 
 
 def _and_where(mask, where):

@@ -7,6 +7,7 @@ scatter-add). Mirrors ``jax/_src/numpy/lax_numpy.py``, ``polynomial.py`` and ``s
 from __future__ import annotations
 
 import builtins
+import math
 import operator
 
 import numpy as np
@@ -143,6 +144,11 @@ def polyval(p, x, *, unroll=16):
     p, x = _promote_dtypes(_array(p), _array(x))
     shape = broadcast_shapes(get_aval(p).shape[1:], get_aval(x).shape)
     y = zeros(shape, get_aval(x).dtype)
+    if get_aval(p).shape[0] == 0 and (isinstance(x, Tracer) or isinstance(p, Tracer)):
+        # (JAX's scan carries ``y * x + p``: its zeros are batched like ``x`` or ``p`` under vmap
+        # even when it runs no step; a select on a predicate read from them, which is false)
+        pred = lax.bitwise_or(any(not_equal(x, x)), any(not_equal(p, p)))
+        return lax.select_n(pred, y, y)
     for i in range(get_aval(p).shape[0]):
         y = add(multiply(y, x), p[i])
     return y
@@ -276,6 +282,9 @@ def isin(element, test_elements, assume_unique=False, invert=False, *, method="a
     if method not in ("auto", "compare_all", "binary_search", "sort"):
         raise errors.ShapeError(f"isin: unknown method {method!r}")
     element, test_elements = _array(element), _array(test_elements)
+    if math.prod(get_aval(element).shape) == 0 or math.prod(get_aval(test_elements).shape) == 0:
+        # (as JAX: a constant of ``element``'s shape, so unbatched under vmap)
+        return full(get_aval(element).shape, bool(invert), np.bool_)
     flat = reshape(element, (-1, 1))
     tests = reshape(test_elements, (1, -1))
     found = any(equal(flat, tests), axis=1)
