@@ -147,8 +147,9 @@ def _check_aval(name, jvar, value, in_ids):
     """Hold the imported value to JAX's type for ``jvar``; give it JAX's weak type."""
     want = jvar.aval
     if _is_key(want) or isinstance(value, PRNGKeyArray):
-        if not (_is_key(want) and isinstance(value, PRNGKeyArray) and value.shape == tuple(want.shape)):
-            got = f"keys{list(value.shape)}" if isinstance(value, PRNGKeyArray) else type(value).__name__
+        if not (_is_key(want) and isinstance(value, PRNGKeyArray) and value.shape == tuple(want.shape)
+                and value.impl.name == want.dtype._impl.name):
+            got = f"{value.dtype}{list(value.shape)}" if isinstance(value, PRNGKeyArray) else type(value).__name__
             raise ImportRuleError(f"import rule of jax primitive '{name}' gave {got} where JAX's jaxpr "
                                   f"has {want.str_short()} (a bug in minixla's JAX front end)")
         return
@@ -371,8 +372,8 @@ def _jaxpr_in_avals(closed):
         a = v.aval
         if _is_key(a):  # a typed key comes in as its uint32 data
             from minixla.frontends.jax_random import _check_impl
-            _check_impl(a.dtype._impl, "a typed key input")
-            avals.append(ShapedArray(tuple(a.shape) + (2,), np.dtype(np.uint32), False))
+            size = _check_impl(a.dtype._impl, "a typed key input").key_size
+            avals.append(ShapedArray(tuple(a.shape) + (size,), np.dtype(np.uint32), False))
             continue
         if not hasattr(a, "shape") or not hasattr(a, "dtype"):
             raise UnsupportedJaxPrimitiveError(f"jaxpr input {v} has the abstract value {a}, which minixla "
@@ -405,7 +406,8 @@ def import_jaxpr(closed_jaxpr):
     keys = [_is_key(v.aval) for v in closed.jaxpr.invars]
 
     def run(*xs):
-        xs = [PRNGKeyArray(x) if k else x for x, k in zip(xs, keys)]
+        from minixla.frontends.jax_random import key_of
+        xs = [key_of(v.aval, x) if k else x for x, k, v in zip(xs, keys, closed.jaxpr.invars)]
         outs = eval_jax_jaxpr(closed.jaxpr, closed.consts, xs)
         return [o._base if type(o) is PRNGKeyArray else o for o in outs]
     imported = trace_to_jaxpr(run, in_avals)
