@@ -819,12 +819,12 @@ def _keys_for_jax_tracer(fun):
 
         def rewrap(x):
             if is_key(x) and isinstance(x._base, jax.core.Tracer):
-                return jax.random.wrap_key_data(x._base, impl="threefry2x32")
+                return jax.random.wrap_key_data(x._base, impl=x._impl)
             return x
         def unwrap(x):  # (a typed key JAX returns: minixla's typed key of its data, as the importer's)
             if (isinstance(x, jax.core.Tracer) and jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key)
-                    and str(jax.random.key_impl(x)) == "threefry2x32"):
-                return PRNGKeyArray.tree_unflatten(None, [jax.random.key_data(x)])
+                    and str(jax.random.key_impl(x)) in ("threefry2x32", "rbg", "unsafe_rbg")):
+                return PRNGKeyArray.tree_unflatten(str(jax.random.key_impl(x)), [jax.random.key_data(x)])
             return x
         args, kwargs = tree_util.tree_map(rewrap, (args, kwargs), is_leaf=is_key)
         return tree_util.tree_map(unwrap, fun(*args, **kwargs))

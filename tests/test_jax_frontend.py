@@ -336,6 +336,38 @@ def test_calls_and_custom_derivatives_are_inlined():
     assert_tree_close(minixla.jit(gg, frontend="jax", backend="jax")(x), jax.jit(gg)(x), rtol=1e-5, atol=1e-6)
 
 
+def test_custom_vjp_keeps_jaxs_bwd_under_minixla_grad():
+    """An imported ``custom_vjp_call`` differentiates with JAX's ``bwd``: a gradient-clipping
+    identity (its bwd is not the derivative of its primal) under ``minixla.grad`` of the
+    imported program, eagerly on its jaxpr and compiled on both backends; an integer operand."""
+    from minixla.interpreters.eval import eval_jaxpr
+
+    @jax.custom_vjp
+    def clip_gradient(x, n):
+        return x * n
+    clip_gradient.defvjp(lambda x, n: (x * n, n), lambda n, g: (jnp.clip(g * n, -1.0, 1.0), None))
+
+    def f(x, n):
+        return jnp.sum(clip_gradient(x * 3.0, n) ** 2) + jnp.sum(x)
+    x, n = np.linspace(-2, 2, 5).astype(np.float32), np.float32(0.5)
+    want = jax.grad(f)(x, n)
+    assert not np.allclose(want, jax.grad(lambda x, n: jnp.sum((x * 3.0 * n) ** 2) + jnp.sum(x))(x, n))
+    imported = minixla.import_jaxpr(jax.make_jaxpr(f)(x, n))
+    assert "custom_vjp_call" in str(imported)
+    got = minixla.grad(lambda x, n: eval_jaxpr(imported.jaxpr, imported.consts, [x, n])[0])(x, n)
+    np.testing.assert_array_equal(got, want)
+    for backend in BACKENDS:
+        g = minixla.grad(minixla.jit(f, frontend="jax", backend=backend))
+        np.testing.assert_array_equal(g(x, n), want)
+    # an integer operand (no cotangent, JAX's float0) and a value_and_grad
+    def h(x, k):
+        return jnp.sum(clip_gradient(x, k) ** 2)
+    k = np.int32(4)
+    v, g = minixla.value_and_grad(minixla.jit(h, frontend="jax"))(x, k)
+    np.testing.assert_array_equal(g, jax.grad(h)(x, k))
+    np.testing.assert_array_equal(v, jax.jit(h)(x, k))
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_common_jnp_surface(backend):
     def f(x, i):

@@ -62,3 +62,30 @@ def test_rng_bit_generator_vmap_frontend_and_errors():
         ml.rng_bit_generator(KEYS[0][:2], (3,))
     with pytest.raises(TypeError, match="Shapes must be 1D sequences"):
         ml.rng_bit_generator(KEYS[0], (2.0,))
+
+
+def test_rng_bit_generator_on_the_virtual_mesh():
+    """A sharded program with ``rng_bit_generator`` (raw, and through an rbg key's ``uniform``)
+    on minixla's SPMD partitioner: the virtual LLVM mesh expands it as the one-device LLVM
+    backend does (``RngBitGeneratorExpander``) and gives ``jax.jit``'s bits, as the HLO
+    evaluator's mesh does (the partitioner replicates the generator and slices each shard)."""
+    import minixla.random as mr
+    from jax.sharding import PartitionSpec as P
+
+    def f(R, key, x):
+        k2, bits = R.rng_bit_generator(key, (8, 4), dtype=np.uint32)
+        return k2, bits, x * R_uniform(R, key)
+
+    def R_uniform(R, key):
+        if R is ml:
+            return mr.uniform(mr.wrap_key_data(key, impl="rbg"), (8, 4))
+        return jax.random.uniform(jax.random.wrap_key_data(key, impl="rbg"), (8, 4))
+    key = np.array([1, 2, 3, 4], np.uint32)
+    x = np.arange(32, dtype=np.float32).reshape(8, 4)
+    want = jax.jit(lambda k, x: f(jax.lax, k, x))(key, x)
+    mesh = jax.sharding.AbstractMesh((4,), ("d",))
+    for backend in ("llvm", "evaluator"):
+        g = minixla.jit(lambda k, x: f(ml, k, x), mesh=mesh, spmd_partitioner="minixla", backend=backend,
+                        in_shardings=(P(), P("d")), out_shardings=(P(), P("d"), P("d")))
+        for n, (a, b) in enumerate(zip(g(key, x), want)):
+            np.testing.assert_array_equal(a, b, err_msg=f"{backend} #{n}")

@@ -35,7 +35,8 @@ def _unkey(values):
 
 
 def _rekey(jvars, values):
-    return [PRNGKeyArray(v) if is_key_aval(j.aval) and type(v) is not PRNGKeyArray else v
+    from minixla.frontends.jax_random import key_of
+    return [key_of(j.aval, v) if is_key_aval(j.aval) and type(v) is not PRNGKeyArray else v
             for j, v in zip(jvars, values)]
 
 

@@ -11,10 +11,10 @@ builds a minixla jaxpr, which minixla's own passes and backends compile; run und
   dtype JAX gives its variable (else an ``ImportRuleError``: a bug of the rule), and takes JAX's
   weak type. Literals keep their dtype and weak type; a closed jaxpr's consts become constvars.
 - Sub-jaxprs are inlined, recursively: ``jit`` (pjit), ``closed_call``, ``core_call``,
-  ``checkpoint`` (remat), and the primal computation of ``custom_vjp_call`` (minixla's own AD
-  differentiates that primal, not JAX's ``bwd``). ``custom_jvp_call`` becomes a
-  ``minixla.custom_jvp`` carrying JAX's rule (``jax_custom_jvp``), so minixla's AD gives JAX's
-  values at the kinks and ties those rules choose (``jax.nn.relu`` at 0).
+  ``checkpoint`` (remat). ``custom_jvp_call`` becomes a ``minixla.custom_jvp`` carrying JAX's
+  rule (``jax_custom_jvp``), so minixla's AD gives JAX's values at the kinks and ties those
+  rules choose (``jax.nn.relu`` at 0); ``custom_vjp_call`` a ``minixla.custom_vjp`` whose
+  backward pass is JAX's ``bwd`` (``jax_custom_vjp``: a gradient-clipping identity clips).
 - A primitive without a rule is an ``UnsupportedJaxPrimitiveError`` naming it, why it is missing
   (``UNSUPPORTED`` gives the reason for the known ones) and the user's line, as JAX recorded it.
 - The rules live with their family: this module (elementwise, structural, reductions,
@@ -147,8 +147,9 @@ def _check_aval(name, jvar, value, in_ids):
     """Hold the imported value to JAX's type for ``jvar``; give it JAX's weak type."""
     want = jvar.aval
     if _is_key(want) or isinstance(value, PRNGKeyArray):
-        if not (_is_key(want) and isinstance(value, PRNGKeyArray) and value.shape == tuple(want.shape)):
-            got = f"keys{list(value.shape)}" if isinstance(value, PRNGKeyArray) else type(value).__name__
+        if not (_is_key(want) and isinstance(value, PRNGKeyArray) and value.shape == tuple(want.shape)
+                and value.impl.name == want.dtype._impl.name):
+            got = f"{value.dtype}{list(value.shape)}" if isinstance(value, PRNGKeyArray) else type(value).__name__
             raise ImportRuleError(f"import rule of jax primitive '{name}' gave {got} where JAX's jaxpr "
                                   f"has {want.str_short()} (a bug in minixla's JAX front end)")
         return
@@ -371,8 +372,8 @@ def _jaxpr_in_avals(closed):
         a = v.aval
         if _is_key(a):  # a typed key comes in as its uint32 data
             from minixla.frontends.jax_random import _check_impl
-            _check_impl(a.dtype._impl, "a typed key input")
-            avals.append(ShapedArray(tuple(a.shape) + (2,), np.dtype(np.uint32), False))
+            size = _check_impl(a.dtype._impl, "a typed key input").key_size
+            avals.append(ShapedArray(tuple(a.shape) + (size,), np.dtype(np.uint32), False))
             continue
         if not hasattr(a, "shape") or not hasattr(a, "dtype"):
             raise UnsupportedJaxPrimitiveError(f"jaxpr input {v} has the abstract value {a}, which minixla "
@@ -405,7 +406,8 @@ def import_jaxpr(closed_jaxpr):
     keys = [_is_key(v.aval) for v in closed.jaxpr.invars]
 
     def run(*xs):
-        xs = [PRNGKeyArray(x) if k else x for x, k in zip(xs, keys)]
+        from minixla.frontends.jax_random import key_of
+        xs = [key_of(v.aval, x) if k else x for x, k, v in zip(xs, keys, closed.jaxpr.invars)]
         outs = eval_jax_jaxpr(closed.jaxpr, closed.consts, xs)
         return [o._base if type(o) is PRNGKeyArray else o for o in outs]
     imported = trace_to_jaxpr(run, in_avals)
@@ -730,12 +732,11 @@ import_rules.update({
     # compositions of minixla.lax (no primitive of their own in minixla)
     "nextafter": lambda x1, x2: lax.nextafter(*_broadcast_size1(x1, x2)),
     "cumlogsumexp": lambda x, *, axis, reverse: lax.cumlogsumexp(x, axis=int(axis), reverse=bool(reverse)),
-    # calls, inlined: jit (pjit), closed_call, core_call, checkpoint (remat), and the primal of
-    # custom_vjp_call (custom_jvp_call, with its rule: jax_custom_jvp)
+    # calls, inlined: jit (pjit), closed_call, core_call, checkpoint (remat) (custom_jvp_call and
+    # custom_vjp_call, with their rules: jax_custom_jvp, jax_custom_vjp)
     "jit": _inline("jaxpr"), "pjit": _inline("jaxpr"), "closed_call": _inline("call_jaxpr"),
     "core_call": _inline("call_jaxpr", closed=False), "remat2": _inline("jaxpr", closed=False),
     "checkpoint": _inline("jaxpr", closed=False),
-    "custom_vjp_call": _inline("call_jaxpr"), "custom_vjp_call_jaxpr": _inline("fun_jaxpr"),
 })
 
 from minixla.frontends import jax_control_flow  # noqa: E402,F401 (cond, while, scan, top_k)
@@ -743,3 +744,4 @@ from minixla.frontends import jax_random  # noqa: E402,F401 (jax.random's keys a
 from minixla.frontends import jax_windows  # noqa: E402,F401 (pooling derivatives, reduce bodies)
 from minixla.frontends import jax_bits  # noqa: E402,F401 (population_count, clz, mulhi, eq_to, ...)
 from minixla.frontends import jax_custom_jvp  # noqa: E402,F401 (custom_jvp_call with JAX's rule)
+from minixla.frontends import jax_custom_vjp  # noqa: E402,F401 (custom_vjp_call with JAX's bwd)

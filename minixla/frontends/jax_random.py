@@ -1,5 +1,5 @@
 """Import rules for ``jax.random`` inside an imported function: JAX's PRNG primitives onto
-``minixla.random``'s threefry2x32, bit for bit.
+``minixla.random``'s threefry2x32, rbg and unsafe_rbg, bit for bit.
 
 A JAX 0.10 jaxpr that draws random numbers holds *typed keys* (``key<fry>[...]`` variables) and
 the primitives that make and consume them: ``random_seed`` (``jax.random.key``/``PRNGKey``),
@@ -10,11 +10,19 @@ keys' shape; the rules here compute the same thing with ``minixla.random.threefr
 broadcast key words (a vmap of a hash of independent elements is the hash of the broadcast
 arrays), so the imported program is ordinary uint32 HLO on every backend.
 
+Keys of the ``rbg`` and ``unsafe_rbg`` implementations (``key<rbg>``, ``key<urbg>``: ``uint32[4]``
+data, bits from ``rng_bit_generator``) are imported as JAX lowers them: each primitive is the
+implementation's single-key function (``minixla.random.rbg``) vmapped over the keys' dims, one
+``vmap`` per dim (``iterated_vmap_unary`` in ``jax._src.random.prng``), since a vmapped
+``rng_bit_generator`` draws every key's bits from the first key (JAX's batching rule): hashing
+broadcast key words would give other bits.
+
 A typed key is imported as a ``minixla.random.PRNGKeyArray`` around its ``uint32[*shape, 2]``
-data. Between the random primitives the keys move through structural primitives (``slice`` and
-``squeeze`` of ``split``'s result, ``select_n``, ``concatenate``, ``dynamic_slice``, ``gather`` of
-``keys[i]``, ...): ``key_rules`` holds, for those, the rule that applies the primitive to the key
-data with its trailing dimension of 2 carried along (JAX's "physical" lowering of key arrays).
+(``[*shape, 4]``) data and carrying its implementation. Between the random primitives the keys
+move through structural primitives (``slice`` and ``squeeze`` of ``split``'s result,
+``select_n``, ``concatenate``, ``dynamic_slice``, ``gather`` of ``keys[i]``, ...): ``key_rules``
+holds, for those, the rule that applies the primitive to the key data with its trailing
+dimension carried along (JAX's "physical" lowering of key arrays).
 
 Two jitted helpers of ``jax.random``, ``_uniform`` and ``_truncated_normal`` (``xla_compiled``),
 are imported with the rewrites XLA makes when it compiles them -- and so in every
@@ -34,6 +42,7 @@ from minixla.core import errors
 from minixla.core.avals import get_aval
 from minixla.core.tracing import Tracer, current_jaxpr_trace
 from minixla.frontends.jax_importer import _norm, import_rules, key_rules, xla_compiled
+from minixla.random import rbg as _rbg
 from minixla.random import threefry
 from minixla.random.keys import PRNGKeyArray
 
@@ -47,16 +56,40 @@ def is_key_aval(aval) -> bool:
 
 
 def _check_impl(impl, name):
+    """minixla's ``PRNGImpl`` of a JAX ``PRNGImpl`` (a key dtype's ``_impl``, ``random_seed``'s
+    ``impl``). Raises ``UnsupportedError`` for one minixla lacks (``philox4x32``...)."""
     impl_name = getattr(impl, "name", impl)
-    if impl_name != "threefry2x32":
+    if impl_name not in _rbg.IMPLS:
         raise errors.UnsupportedError(f"jax primitive '{name}' with the PRNG implementation {impl_name!r}: "
-                                      "minixla implements threefry2x32 keys only (JAX's default)")
+                                      "minixla implements threefry2x32 (JAX's default), rbg and unsafe_rbg keys")
+    return _rbg.IMPLS[impl_name]
+
+
+def key_of(aval, data):
+    """The ``PRNGKeyArray`` of key ``data`` for a JAX key aval (``key<rbg>[...]``...): its impl."""
+    return PRNGKeyArray(data, _check_impl(aval.dtype._impl, "a typed key").name)
+
+
+def _like(keys, data):
+    """``data`` as keys of ``keys``'s implementation."""
+    return PRNGKeyArray(data, keys._impl if isinstance(keys, PRNGKeyArray) else None)
+
+
+def _impl(keys):
+    return keys.impl if isinstance(keys, PRNGKeyArray) else _rbg.default_impl()
+
+
+def _vmapped(ndim, f):
+    """``f`` vmapped ``ndim`` times (JAX's ``iterated_vmap_unary``)."""
+    from minixla import vmap
+    for _ in range(ndim):
+        f = vmap(f)
+    return f
 
 
 def import_key_const(x):
     """A JAX typed key array (a closed-over constant) as minixla's ``PRNGKeyArray``."""
-    _check_impl(x.dtype._impl, "random key constant")
-    return PRNGKeyArray(np.asarray(jax.random.key_data(x)))
+    return key_of(x, np.asarray(jax.random.key_data(x)))
 
 
 def _staged(x):
@@ -114,10 +147,12 @@ def _hash_iota(keys, shape):
 
 def random_seed(seeds, *, impl):
     """Keys ``[seed >> 32, seed & 0xFFFFFFFF]`` of integer seeds of any shape (``threefry_seed``,
-    vmapped)."""
-    _check_impl(impl, "random_seed")
+    vmapped); rbg keys: that twice (``rbg_seed``, vmapped)."""
+    impl = _check_impl(impl, "random_seed")
     seeds = _staged(seeds)
     aval = get_aval(seeds)
+    if impl.name != "threefry2x32":
+        return PRNGKeyArray(_vmapped(aval.ndim, impl.seed)(seeds), impl.name)
     if not aval.shape:
         return PRNGKeyArray(threefry.threefry_seed(seeds))
     hi = lax.convert_element_type(lax.shift_right_logical(seeds, np.asarray(32, aval.dtype)), _U32)
@@ -126,8 +161,38 @@ def random_seed(seeds, *, impl):
 
 
 def random_split(keys, *, shape):
-    b1, b2 = _hash_iota(_data(keys), _norm(shape))
+    impl, shape = _impl(keys), _norm(shape)
+    if impl.name != "threefry2x32":
+        data = _data(keys)
+        return _like(keys, _vmapped(get_aval(data).ndim - 1, lambda k: impl.split(k, shape))(data))
+    b1, b2 = _hash_iota(_data(keys), shape)
     return PRNGKeyArray(_stack_words(b1, b2))
+
+
+def _fold_in_vmapped(impl, data, msgs):
+    """rbg keys' ``fold_in``, vmapped as JAX's ``iterated_vmap_binary_bcast``: over each dim of
+    the keys or the messages when the other is a scalar, else dim by dim, a size-1 dim of
+    either side squeezed and not mapped."""
+    from minixla import vmap
+    kshape, mshape = tuple(get_aval(data).shape[:-1]), tuple(get_aval(msgs).shape)
+    if not kshape or not mshape:
+        if not kshape:
+            return _vmapped(len(mshape), lambda m: impl.fold_in(data, m))(msgs)
+        return _vmapped(len(kshape), lambda k: impl.fold_in(k, msgs))(data)
+    if len(kshape) != len(mshape):
+        raise errors.ShapeError(f"random_fold_in: keys{list(kshape)} and messages{list(mshape)} of different ranks")
+    f = impl.fold_in
+    for sk, sm in reversed(list(zip(kshape, mshape))):
+        if sk == sm:
+            f = vmap(f)
+        elif sk == 1 or sm == 1:
+            def f(k, m, f=f, left=sk == 1):
+                if left:
+                    return vmap(f, in_axes=(None, 0))(lax.squeeze(k, (0,)), m)
+                return vmap(f, in_axes=(0, None))(k, lax.squeeze(m, (0,)))
+        else:
+            raise errors.ShapeError(f"random_fold_in: keys{list(kshape)} and messages{list(mshape)} do not broadcast")
+    return f(data, msgs)
 
 
 def random_fold_in(keys, msgs):
@@ -136,6 +201,8 @@ def random_fold_in(keys, msgs):
     data = _data(keys)
     kshape, mshape = tuple(get_aval(data).shape[:-1]), tuple(get_aval(msgs).shape)
     msgs = lax.convert_element_type(msgs, _U32) if get_aval(msgs).dtype != _U32 else msgs
+    if _impl(keys).name != "threefry2x32":
+        return _like(keys, _fold_in_vmapped(_impl(keys), data, _staged(msgs)))
     out = tuple(np.broadcast_shapes(kshape, mshape))
 
     def bcast(x):
@@ -162,7 +229,11 @@ def random_bits(keys, *, bit_width, shape):
     bit_width = int(bit_width)
     if bit_width not in _UINT:
         raise errors.DTypeError("random bits requires 8-, 16-, 32- or 64-bit field width")
-    b1, b2 = _hash_iota(_data(keys), _norm(shape))
+    impl, shape = _impl(keys), _norm(shape)
+    if impl.name != "threefry2x32":
+        data = _data(keys)
+        return _vmapped(get_aval(data).ndim - 1, lambda k: impl.random_bits(k, bit_width, shape))(data)
+    b1, b2 = _hash_iota(_data(keys), shape)
     dtype = _UINT[bit_width]
     if bit_width == 64:
         hi64, lo64 = (lax.convert_element_type(b, dtype) for b in (b1, b2))
@@ -172,8 +243,7 @@ def random_bits(keys, *, bit_width, shape):
 
 
 def random_wrap(data, *, impl):
-    _check_impl(impl, "random_wrap")
-    return PRNGKeyArray(data)
+    return PRNGKeyArray(data, _check_impl(impl, "random_wrap").name)
 
 
 def random_unwrap(keys):
@@ -202,7 +272,9 @@ def random_gamma(keys, a, *, log_space):
     """``jax.random.gamma``/``loggamma``'s primitive: minixla's ``random_gamma`` on the key data
     (the same per-element keys and rejection loops, ``minixla.random.gamma``)."""
     from minixla.random.gamma import random_gamma_p
-    return random_gamma_p.bind(_data(keys), a, log_space=bool(log_space))
+    impl = _impl(keys).name
+    params = {} if impl == "threefry2x32" else {"impl": impl}
+    return random_gamma_p.bind(_data(keys), a, log_space=bool(log_space), **params)
 
 
 def _rng_bit_generator(key, *, shape, dtype, algorithm, out_sharding=None):
@@ -223,57 +295,66 @@ import_rules.update({
 # ---------------------------------------------------------------------------------------
 # Structural primitives on typed keys: the primitive on the key data, its trailing 2 carried.
 
+def _words_dim(x):
+    """The size of the key data's trailing dim (2 for threefry, 4 for rbg)."""
+    return get_aval(_data(x)).shape[-1]
+
+
 def _on_data(name, params_fn):
     def rule(*args, **params):
-        args = [_data(a) for a in args]
-        shape = tuple(get_aval(args[0]).shape)
-        return PRNGKeyArray(import_rules[name](*args, **params_fn(shape, **params)))
+        data = [_data(a) for a in args]
+        shape = tuple(get_aval(data[0]).shape)
+        return _like(args[0], import_rules[name](*data, **params_fn(shape, **params)))
     return rule
 
 
 def _slice_params(shape, *, start_indices, limit_indices, strides=None):
     strides = _norm(strides) if strides is not None else (1,) * (len(shape) - 1)
-    return dict(start_indices=_norm(start_indices) + (0,), limit_indices=_norm(limit_indices) + (2,),
+    return dict(start_indices=_norm(start_indices) + (0,), limit_indices=_norm(limit_indices) + (shape[-1],),
                 strides=strides + (1,))
 
 
 def _key_broadcast_in_dim(x, *dyn, shape, broadcast_dimensions, sharding=None):
     out = _norm(shape)
-    return PRNGKeyArray(import_rules["broadcast_in_dim"](
-        _data(x), *dyn, shape=out + (2,), broadcast_dimensions=_norm(broadcast_dimensions) + (len(out),)))
+    return _like(x, import_rules["broadcast_in_dim"](
+        _data(x), *dyn, shape=out + (_words_dim(x),), broadcast_dimensions=_norm(broadcast_dimensions) + (len(out),)))
 
 
 def _key_reshape(x, *dyn, new_sizes, dimensions=None, **rest):
-    return PRNGKeyArray(import_rules["reshape"](_data(x), *dyn, new_sizes=_norm(new_sizes) + (2,),
-                                                dimensions=dimensions, **rest))
+    return _like(x, import_rules["reshape"](_data(x), *dyn, new_sizes=_norm(new_sizes) + (_words_dim(x),),
+                                            dimensions=dimensions, **rest))
 
 
 def _key_transpose(x, *, permutation):
     perm = _norm(permutation)
-    return PRNGKeyArray(import_rules["transpose"](_data(x), permutation=perm + (len(perm),)))
+    return _like(x, import_rules["transpose"](_data(x), permutation=perm + (len(perm),)))
+
+
+def _first_key(xs):
+    return next(x for x in xs if isinstance(x, PRNGKeyArray))
 
 
 def _key_select_n(pred, *cases):
     data = [_data(c) for c in cases]
     shape = tuple(get_aval(data[0]).shape)
-    if get_aval(pred).shape:  # (the predicate has the keys' shape: stretch it over the 2 words)
+    if get_aval(pred).shape:  # (the predicate has the keys' shape: stretch it over the words)
         pred = lax.broadcast_in_dim(pred, shape, tuple(range(len(shape) - 1)))
-    return PRNGKeyArray(import_rules["select_n"](pred, *data))
+    return _like(_first_key(cases), import_rules["select_n"](pred, *data))
 
 
 def _key_concatenate(*xs, dimension):
-    return PRNGKeyArray(import_rules["concatenate"](*[_data(x) for x in xs], dimension=dimension))
+    return _like(_first_key(xs), import_rules["concatenate"](*[_data(x) for x in xs], dimension=dimension))
 
 
 def _key_dynamic_slice(x, *idx, slice_sizes):
     zero = np.zeros((), get_aval(idx[0]).dtype) if idx else np.int32(0)
-    return PRNGKeyArray(import_rules["dynamic_slice"](_data(x), *idx, zero,
-                                                      slice_sizes=_norm(slice_sizes) + (2,)))
+    return _like(x, import_rules["dynamic_slice"](_data(x), *idx, zero,
+                                                  slice_sizes=_norm(slice_sizes) + (_words_dim(x),)))
 
 
 def _key_dynamic_update_slice(x, update, *idx):
     zero = np.zeros((), get_aval(idx[0]).dtype) if idx else np.int32(0)
-    return PRNGKeyArray(import_rules["dynamic_update_slice"](_data(x), _data(update), *idx, zero))
+    return _like(_first_key((x, update)), import_rules["dynamic_update_slice"](_data(x), _data(update), *idx, zero))
 
 
 def _key_gather(operand, indices, *, dimension_numbers, slice_sizes, **params):
@@ -281,16 +362,16 @@ def _key_gather(operand, indices, *, dimension_numbers, slice_sizes, **params):
     dn = dimension_numbers
     out_rank = len(dn.offset_dims) + get_aval(indices).ndim - 1
     dn = dn._replace(offset_dims=_norm(dn.offset_dims) + (out_rank,))
-    return PRNGKeyArray(import_rules["gather"](_data(operand), indices, dimension_numbers=dn,
-                                               slice_sizes=_norm(slice_sizes) + (2,), **params))
+    return _like(operand, import_rules["gather"](_data(operand), indices, dimension_numbers=dn,
+                                                 slice_sizes=_norm(slice_sizes) + (_words_dim(operand),), **params))
 
 
 def _key_rev(x, *, dimensions):
-    return PRNGKeyArray(import_rules["rev"](_data(x), dimensions=dimensions))
+    return _like(x, import_rules["rev"](_data(x), dimensions=dimensions))
 
 
 def _key_squeeze(x, *, dimensions):
-    return PRNGKeyArray(import_rules["squeeze"](_data(x), dimensions=dimensions))
+    return _like(x, import_rules["squeeze"](_data(x), dimensions=dimensions))
 
 
 def _key_identity(x, **_):

@@ -25,6 +25,7 @@ import numpy as np
 from minixla import lax
 from minixla import numpy as mnp
 from minixla.core.avals import canonicalize_dtype, canonicalize_shape, get_aval
+from minixla.random import rbg as _rbg
 from minixla.random import threefry
 from minixla.random.keys import _key_base
 from minixla.random.samplers import _check_shape, _uniform
@@ -129,8 +130,11 @@ def poisson(key, lam, shape=None, dtype=None):
     (``>= 0``, computed in float32) broadcast to ``shape`` (default ``lam``'s shape); ``dtype``
     an integer dtype (default int32, int64 under x64). ``lam = 0`` gives 0 and NaN gives -1, as
     JAX. Raises ``ValueError`` for shapes that do not broadcast to ``shape``, ``TypeError`` for
-    a key that is not a single threefry key."""
-    base, _ = _key_base("poisson", key)
+    a key that is not a single key, ``NotImplementedError`` for an rbg/unsafe_rbg key (as JAX)."""
+    base, typed = _key_base("poisson", key)
+    impl = typed or _rbg.default_impl()
+    if impl.name != "threefry2x32":
+        raise NotImplementedError(f"`poisson` is only implemented for the threefry2x32 RNG, not {impl.tag}")
     dtype = canonicalize_dtype(int if dtype is None else dtype)
     if dtype.kind not in "iu":
         raise ValueError(f"dtype argument to `poisson` must be an int dtype, got {dtype}")

@@ -61,11 +61,16 @@ class SpmdExecutable:
                 raise TypeError("num_partitions is not given and the module has no num_partitions")
         if int(num_partitions) < 1:
             raise ValueError(f"num_partitions must be >= 1, got {num_partitions}")
+        from minixla.passes.rng_bit_generator_expander import EXPANDED_OPCODES, RngBitGeneratorExpander
+        expand = any(i.opcode in EXPANDED_OPCODES for c in module.computations for i in c.instructions)
+        if optimize or expand:
+            module = module.clone()
+            assignment = None
+        if expand:  # (as minixla.jit's LLVM backend and XLA:CPU: no kernel for rng-bit-generator)
+            RngBitGeneratorExpander().run(module)
         if optimize:
             from minixla.jit import optimization_pipeline  # (jit.py wires the passes)
-            module = module.clone()
             optimization_pipeline().run(module)
-            assignment = None
         self.module = module
         self.num_partitions = n = int(num_partitions)
         self.timeout_s = float(timeout_s)
