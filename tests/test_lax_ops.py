@@ -68,15 +68,10 @@ def test_libm_transcendentals_within_2_ulp(backend, rng):
     x = np.concatenate([NORMAL_SPECIALS, rng.uniform(-20, 20, 300).astype(f32)])
     for name in ["sin", "cos", "tan", "cbrt", "erf"]:
         assert max_ulp(getattr(lax, name), getattr(jax.lax, name), x, backend=backend) <= 2, name
-    # XLA's f32 erfc loses accuracy in the far tail (~50 ulp at x = 8.6); ours is within 1 ulp
-    # of the float64 result there, so it is checked against that and loosely against JAX.
-    assert max_ulp(lax.erfc, jax.lax.erfc, x, backend=backend) <= 64
-    import math
-    if backend == "llvm":  # (the jax backend runs XLA's erfc)
-        truth = np.vectorize(math.erfc)(x.astype(np.float64)).astype(f32)
-        normal = ~(np.abs(truth) < np.finfo(f32).tiny)  # subnormal results are flushed to 0
-        got = minixla.jit(lax.erfc, backend=backend)(x)
-        assert int(ulp_distance(got[normal], truth[normal]).max()) <= 1
+    # XLA's f32 erfc loses accuracy in the far tail (~50 ulp at x = 8.6). The LLVM backend runs
+    # XLA's algorithm (math_xla.erfc), so it is JAX's bits there too (tests/test_llvm_xla_math.py);
+    # the hand-off runs XLA's own.
+    assert max_ulp(lax.erfc, jax.lax.erfc, x, backend=backend) <= (0 if backend == "llvm" else 64)
     a, b = pairs(np.concatenate([NORMAL_SPECIALS, rng.uniform(-5, 5, 12).astype(f32)]))
     assert max_ulp(lax.atan2, jax.lax.atan2, a, b, backend=backend) <= 2
     assert max_ulp(lax.pow, jax.lax.pow, np.abs(a), b, backend=backend) <= 2
