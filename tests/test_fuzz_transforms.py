@@ -77,3 +77,19 @@ def test_vmap_conv_over_a_batch_of_zero_examples(size):
         got = minixla.jit(minixla.vmap(_conv_grouped(mlax), in_axes=in_axes))(xa, wa)
         np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-5, atol=1e-5)
         assert got.shape == want.shape
+
+
+def test_replay_grad_reproduces_a_deep_run_case():
+    """The deep run pickles each failing grad/vjp case (``transforms.LAST``); ``replay_grad``
+    re-runs it against JAX. The case is the deep grad run's first find (seed 9501): the gradient
+    through an empty gather of ``x ** 0.5`` was NaN where ``x == 0`` (0 * inf); JAX's empty
+    gather is a constant, so its gradient is 0 there."""
+    import numpy as np
+    from minixla.fuzz import transforms
+    x = np.array([[-1., 0., 2.], [-0.0, -3., 4.], [np.inf, 1e-40, 5.]], np.float32)
+    case = dict(program=[("power_float", [0], {"y": 0.5}),
+                         ("getitem", [1], {"index": (slice(-1, 2, -2), np.array([0, -1], np.int32))})],
+                outputs=[2], inputs=(x,), diff=(0,), cts=(np.ones((0, 2), np.float32),))
+    got, want = transforms.replay_grad(case)
+    np.testing.assert_array_equal(np.asarray(got[0]), np.asarray(want[0]))
+    assert not np.isnan(np.asarray(got[0])).any()

@@ -263,6 +263,8 @@ def run_grad(draw, inputs, program, outputs, vals):
     rng = np.random.default_rng(draw(st.integers(0, 2 ** 32 - 1)))
     cts = tuple(_nice_array(rng, vals[o].shape, vals[o].dtype) for o in outs)
     flavour = ["grad", "vjp"][int(rng.integers(2))]  # (not hypothesis: it would favour the first)
+    LAST.clear()
+    LAST.update(mode=flavour, program=program, outputs=outs, inputs=tuple(inputs), diff=diff, cts=cts)
 
     if flavour == "grad":
         def loss(np_, lax_):
@@ -372,9 +374,26 @@ def run_vmap(draw, inputs, program, outputs, vals, special_rate=0.15):
 
 
 MODES = {"grad": run_grad, "jvp": run_jvp, "vmap": run_vmap}
-#: the last vmap case run (program, outputs, batched args, axes): the deep-run driver pickles it
-#: on a failure, for ``replay_vmap``
+#: the last vmap, grad or vjp case run (program, outputs, its arguments: batched args and axes,
+#: or inputs, differentiated positions and cotangents): the deep-run driver pickles it on a
+#: failure, for ``replay_vmap`` / ``replay_grad``
 LAST: dict = {}
+
+
+def replay_grad(case, backend="llvm"):
+    """Re-run a pickled ``LAST`` grad/vjp case: ``(minixla's, JAX eager's)`` input cotangents
+    (the gradient of ``sum(output * cotangent)``), for a post-mortem."""
+    n_in = len(case["inputs"])
+
+    def loss(np_, lax_):
+        def f(*xs):
+            ys = interpret(np_, lax_, case["program"], xs, case["outputs"])
+            return sum(np_.sum(y * c) for y, c in zip(ys, case["cts"]))
+        return f
+    assert len(case["diff"]) <= n_in
+    got = minixla.jit(minixla.grad(loss(mnp, mlax), argnums=case["diff"]), backend=backend)(*case["inputs"])
+    want = eager_reference(jax.grad(loss(jnp, jax.lax), argnums=case["diff"]), *case["inputs"], backend=backend)
+    return got, want
 
 
 def replay_vmap(case, backend="llvm"):
