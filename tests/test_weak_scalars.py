@@ -385,3 +385,9 @@ def test_jit_results_keep_jaxs_weak_types(backend):
     assert minixla.jit(lambda x: h(x) + 1.0, backend=backend)(1.0).weak_type  # nested jit
     assert minixla.vmap(h)(lax.broadcast_in_dim(1.0, (2,), ())).weak_type
     assert type(minixla.vmap(h)(np.ones(2, np.float32))) is np.ndarray
+    if backend == "llvm":  # minixla's SPMD partitioner on virtual devices: weak keys and outputs too
+        from jax.sharding import PartitionSpec as P
+        s = minixla.jit(lambda x, c: (x * c, c * 2.0), spmd_partitioner="minixla", mesh={"x": 2},
+                        in_shardings=(P("x"), P()))
+        (a, b), (_, c) = s(_F32, 3.0), s(_F32, np.float32(3))
+        assert type(a) is np.ndarray and b.weak_type and type(c) is np.ndarray
