@@ -33,7 +33,7 @@ from jax import tree_util
 from minixla import cache as persistent_cache
 from minixla.config import config
 from minixla.core import errors
-from minixla.core.avals import get_aval
+from minixla.core.avals import WeakArray, get_aval, weak_array
 from minixla.core.tracing import Tracer, _trace_stack, flatten_fun, trace_to_jaxpr
 from minixla.dump import Dumper
 from minixla import jit_diagnostics as diagnostics
@@ -303,6 +303,9 @@ class Compiled:
         self._single_output = out_tree.num_leaves == 1 and out_tree.num_nodes == 1  # a bare array
         # run on arrays of the compiled avals (None: arguments need _check_args, e.g. donation)
         self._run_trusted = None if lowered.donated else getattr(executable, "call_trusted", None)
+        # the outputs jax.jit returns weakly typed (``jit(lambda x: x * 2)(1.0)``): their out
+        # avals are weak, and they come back as ``WeakArray`` s (see ``_mark_weak``)
+        self._weak_outs = _weak_outputs(lowered.jaxpr)
 
     def _cache_times(self, timing: dict, codegen_ms: float) -> None:
         self.codegen_ms = codegen_ms
@@ -367,6 +370,8 @@ class Compiled:
         return arrays
 
     def call_flat(self, flat):
+        """Run on the flat leaves ``flat`` (checked against the compiled avals); returns the flat
+        outputs, weakly typed where JAX's are (``_mark_weak``)."""
         if getattr(self.executable, "takes_device_arrays", False) and not self.lowered.donated:
             # (a sharded jax-backend program: jax.Arrays stay on their devices)
             if len(flat) != len(self.in_avals):
@@ -375,20 +380,24 @@ class Compiled:
                 got = get_aval(x)
                 if got.shape != aval.shape or got.dtype != aval.dtype:
                     raise TypeError(f"argument {i}: compiled for {aval.str_short()}, called with {got.str_short()}")
-            return self.executable(*flat)
-        return self.executable(*self._check_args(flat))
+            outs = self.executable(*flat)
+        else:
+            outs = self.executable(*self._check_args(flat))
+        return _mark_weak(outs, self._weak_outs) if self._weak_outs else outs
 
     def _call_matching(self, flat):
         """``call_flat`` for leaves whose signature is known to match (``Jitted.__call__``
         found this executable under their avals): only conversions are left to do."""
         if self.lowered.donated:
-            return self.executable(*self._check_args(flat))
-        if getattr(self.executable, "takes_device_arrays", False):  # (a sharded jax-backend program)
-            return self.executable(*flat)
-        arrays = [x if type(x) is np.ndarray and x.dtype == aval.dtype and x.flags.c_contiguous
-                  else np.asarray(x, dtype=aval.dtype, order="C") for x, aval in zip(flat, self.in_avals)]
-        run = getattr(self.executable, "call_trusted", None)
-        return run(arrays) if run is not None else self.executable(*arrays)
+            outs = self.executable(*self._check_args(flat))
+        elif getattr(self.executable, "takes_device_arrays", False):  # (a sharded jax-backend program)
+            outs = self.executable(*flat)
+        else:
+            arrays = [x if type(x) is np.ndarray and x.dtype == aval.dtype and x.flags.c_contiguous
+                      else np.asarray(x, dtype=aval.dtype, order="C") for x, aval in zip(flat, self.in_avals)]
+            run = getattr(self.executable, "call_trusted", None)
+            outs = run(arrays) if run is not None else self.executable(*arrays)
+        return _mark_weak(outs, self._weak_outs) if self._weak_outs else outs
 
     def __call__(self, *args, **kwargs):
         flat, in_tree = tree_util.tree_flatten((args, kwargs))
@@ -609,6 +618,8 @@ class Jitted:
                                           and x.flags.c_contiguous
                                           else np.asarray(x, dtype=aval.dtype, order="C")
                                           for x, aval in zip(flat, compiled.in_avals)])
+            if compiled._weak_outs:
+                outs = _mark_weak(outs, compiled._weak_outs)
         if compiled._single_output:
             return outs[0]
         return tree_util.tree_unflatten(compiled.lowered.out_tree, outs)
@@ -768,6 +779,42 @@ _HISTORY = 256
 _use_clock = itertools.count()
 
 
+def _weak_outputs(closed_jaxpr) -> tuple:
+    """Positions of the weakly typed outputs of ``closed_jaxpr`` (its out avals' ``weak_type``)."""
+    out_avals = getattr(closed_jaxpr, "out_avals", None) or ()
+    return tuple(i for i, aval in enumerate(out_avals) if getattr(aval, "weak_type", False))
+
+
+def _mark_weak(outs, weak) -> list:
+    """The flat outputs ``outs`` of an executable with those at positions ``weak`` weakly typed,
+    as ``jax.jit`` returns them (``jax.jit(lambda: 1.0)().weak_type`` is True, so the result
+    plus a float16 array is float16): a numpy array becomes a ``WeakArray`` view (no copy), a
+    ``jax.Array`` a weakly typed ``jax.Array`` (``_weak_jax_array``)."""
+    outs = list(outs)
+    for i in weak:
+        o = outs[i]
+        if type(o) is np.ndarray:  # (the common case: a view, ~0.3 us)
+            outs[i] = o.view(WeakArray)
+        elif isinstance(o, _JaxArray):
+            outs[i] = _weak_jax_array(o)
+        elif not isinstance(o, WeakArray):
+            outs[i] = weak_array(o)
+    return outs
+
+
+def _weak_jax_array(x):
+    """``x`` (a ``jax.Array``) weakly typed, on the same devices and sharding: JAX's own
+    ``convert_element_type(..., weak_type=True)``, the operation ``jax.jit`` ends a weakly typed
+    output with (an internal name: without it, ``x`` is returned strongly typed)."""
+    if x.weak_type:
+        return x
+    try:
+        from jax._src.lax.lax import _convert_element_type
+    except ImportError:  # pragma: no cover - another JAX layout
+        return x
+    return _convert_element_type(x, x.dtype, weak_type=True)
+
+
 class _Inline(Exception):
     """A tracer among the arguments: the call is inlined into the trace it belongs to."""
 
@@ -906,7 +953,8 @@ def jit(fun=None, *, backend: str = "llvm", donate_argnums=(), static_argnums=()
         ``.lower(*args).as_text()`` is its HLO.
     Returns:
       A ``Jitted`` callable returning numpy arrays (``jax.Array`` s for a sharded ``jax``-backend
-      program); ``.lower(*args)`` gives the staged API. In a
+      program), a weakly typed one (``minixla.core.avals.WeakArray``) wherever ``jax.jit``'s
+      result has ``weak_type=True``; ``.lower(*args)`` gives the staged API. In a
       class body it is a method, as with ``jax.jit``: ``@functools.partial(jit, static_argnums=0)``
       makes ``self`` static. ``jit.optimization_pipeline()`` is the pass pipeline ``compile()`` runs.
     Raises:

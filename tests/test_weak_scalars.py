@@ -20,6 +20,7 @@ import minixla
 import minixla.numpy as mnp
 from minixla import lax
 from minixla.core import errors
+from minixla.core.avals import WeakArray
 from conftest import BACKENDS
 
 bf16 = ml_dtypes.bfloat16
@@ -309,3 +310,84 @@ def test_eager_results_keep_jaxs_weak_types():
     # NumPy's own functions see a plain array (no weak types in NumPy)
     assert type(np.add(w, x16)) is np.ndarray and np.add(w, x16).dtype == np.float32
     assert type(np.concatenate([w, w])) is np.ndarray
+
+
+# ---------------------------------------------------------------------------------------
+# jit results keep JAX's weak types (issues 12/14): an output whose out aval is weak comes back
+# as a ``WeakArray``, exactly where ``jax.jit`` returns ``weak_type=True`` (so ``out + f16`` is
+# float16, not float32); a Python scalar argument is a weak input, keyed apart from a strong one.
+
+_I32, _F32 = np.arange(3, dtype=np.int32), np.ones(3, np.float32)
+_JIT_WEAK_CASES = [  # (name, fn(numpy module, lax module, *args), args)
+    ("const 1.0", lambda n, l: 1.0, ()),
+    ("const 1", lambda n, l: 1, ()),
+    ("const True", lambda n, l: True, ()),
+    ("int x * 0 + 2.", lambda n, l, x: x * 0 + 2.0, (_I32,)),
+    ("int x * 0 + 2", lambda n, l, x: x * 0 + 2, (_I32,)),
+    ("float arg * 2", lambda n, l, x: x * 2, (1.0,)),
+    ("int arg + 1", lambda n, l, x: x + 1, (3,)),
+    ("bool arg", lambda n, l, x: x, (True,)),
+    ("np.float32 arg", lambda n, l, x: x * 2, (np.float32(1),)),
+    ("float arg + f32", lambda n, l, x, y: x + y, (1.0, _F32)),
+    ("weak array arg", lambda n, l, x: x * 2, ("weak",)),
+    ("asarray(1.)", lambda n, l: n.asarray(1.0), ()),
+    ("asarray(1., f32)", lambda n, l: n.asarray(1.0, np.float32), ()),
+    ("where(c, 1., 2.)", lambda n, l, x: n.where(x > 0, 1.0, 2.0), (_F32,)),
+    ("where(c, x, 2.)", lambda n, l, x: n.where(x > 0, x, 2.0), (_F32,)),
+    ("select_n(full)", lambda n, l, x: l.select_n(x > 0, l.full((3,), 1.0), l.full((3,), 2.0)), (_F32,)),
+    ("sum(full 1.)", lambda n, l: n.sum(n.full((3,), 1.0)), ()),
+    ("sum(float arg)", lambda n, l, x: n.sum(x), (2.0,)),
+    ("full_like(f32, 1.)", lambda n, l, x: n.full_like(x, 1.0), (_F32,)),
+    ("full_like(float arg, 2)", lambda n, l, x: n.full_like(x, 2), (1.0,)),
+    ("full((3,), 1.)", lambda n, l: n.full((3,), 1.0), ()),
+    ("zeros(3)", lambda n, l: n.zeros(3), ()),
+    ("arange(3)", lambda n, l: n.arange(3), ()),
+    ("exp(float arg)", lambda n, l, x: n.exp(x), (1.0,)),
+    ("float arg < 1.", lambda n, l, x: x < 1.0, (1.0,)),
+    ("astype(f32)", lambda n, l, x: x.astype(np.float32), (1.0,)),
+    ("broadcast_to(float arg)", lambda n, l, x: n.broadcast_to(x, (3,)), (1.0,)),
+    ("pytree", lambda n, l, x: {"a": x * 2.0, "b": (x, 1.0, n.zeros(2))}, (1.0,)),
+]
+
+
+def _weak_and_dtypes(x, add):
+    """``(dtype, weak_type, dtype of x + f16, dtype of add(x, f16))`` of one result leaf."""
+    f16 = np.float16(1)
+    return (np.dtype(x.dtype), bool(getattr(x, "weak_type", False)),
+            np.dtype((x + f16).dtype) if getattr(x, "weak_type", False) else None, np.dtype(add(x, f16).dtype))
+
+
+def test_jit_results_keep_jaxs_weak_types(backend):
+    """``minixla.jit(lambda: 1.0)()`` is weak, as ``jax.jit``'s: the class is every jitted output
+    whose out aval is weak (Python-scalar constants and arguments, creation from Python scalars,
+    where/select of them, pytrees of them), on the dispatch path, ``Lowered.compile()(...)``,
+    nested jit and vmap of jit, with donated arguments; strong outputs stay plain arrays."""
+    weak_of = {"weak": (lambda: lax.broadcast_in_dim(1.0, (3,), ()), lambda: jax.lax.broadcast_in_dim(1.0, (3,), ()))}
+    for name, fn, args in _JIT_WEAK_CASES:
+        margs = [weak_of[a][0]() if isinstance(a, str) else a for a in args]
+        jargs = [weak_of[a][1]() if isinstance(a, str) else a for a in args]
+        ref = jax.jit(lambda *a: fn(jnp, jax.lax, *a))(*jargs)
+        got = minixla.jit(lambda *a: fn(mnp, lax, *a), backend=backend)(*margs)
+        assert jax.tree.structure(got) == jax.tree.structure(ref), name
+        for g, r in zip(jax.tree.leaves(got), jax.tree.leaves(ref)):
+            assert _weak_and_dtypes(g, mnp.add) == _weak_and_dtypes(r, jnp.add), name
+            assert type(g) is (WeakArray if r.weak_type else np.ndarray), name
+    # one function, weak and strong calls: two compiled programs with their own output types
+    f = minixla.jit(lambda x: x * 2, backend=backend)
+    assert f(1.0).weak_type and not hasattr(f(np.float32(1.0)), "weak_type") and f(2.0).weak_type
+    assert f._cache_size() == 2
+    assert f.lower(1.0).compile()(1.0).weak_type
+    assert type(f.lower(np.float32(1)).compile()(np.float32(1))) is np.ndarray
+    g = minixla.jit(lambda x, y: (x + 1.0, y * 2), donate_argnums=0, backend=backend)
+    a, b = g(np.ones(3, np.float32), 2.0)
+    assert type(a) is np.ndarray and b.weak_type
+    h = minixla.jit(lambda x: x * 2.0, backend=backend)
+    assert minixla.jit(lambda x: h(x) + 1.0, backend=backend)(1.0).weak_type  # nested jit
+    assert minixla.vmap(h)(lax.broadcast_in_dim(1.0, (2,), ())).weak_type
+    assert type(minixla.vmap(h)(np.ones(2, np.float32))) is np.ndarray
+    if backend == "llvm":  # minixla's SPMD partitioner on virtual devices: weak keys and outputs too
+        from jax.sharding import PartitionSpec as P
+        s = minixla.jit(lambda x, c: (x * c, c * 2.0), spmd_partitioner="minixla", mesh={"x": 2},
+                        in_shardings=(P("x"), P()))
+        (a, b), (_, c) = s(_F32, 3.0), s(_F32, np.float32(3))
+        assert type(a) is np.ndarray and b.weak_type and type(c) is np.ndarray

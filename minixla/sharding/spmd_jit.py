@@ -104,7 +104,10 @@ class SpmdJitted:
                                in_names=names, out_names=out_names)
         except ShardingError as e:
             raise ShardingError(f"{e.args[0]}\n  at: {errors.user_source_line()}") from None
-        return SpmdCompiled(module, lowered.in_tree, lowered.out_tree, self.executor)
+        from minixla.jit import _weak_outputs
+        compiled = SpmdCompiled(module, lowered.in_tree, lowered.out_tree, self.executor)
+        compiled.weak_outs = _weak_outputs(lowered.jaxpr)  # (returned weakly typed, as jax.jit's)
+        return compiled
 
     def __call__(self, *args, **kwargs):
         from minixla.core import errors
@@ -121,14 +124,28 @@ class SpmdJitted:
                 "jit(grad(f), spmd_partitioner='minixla', ...)\n"
                 f"  at: {errors.user_source_line()}")
         flat = [np.asarray(x) for x in leaves]
-        key = (tree_util.tree_structure(args), tuple((x.shape, x.dtype) for x in flat))
+        # (a weak input -- a Python scalar, a WeakArray -- traces to other output types: its own key)
+        key = (tree_util.tree_structure(args), tuple((x.shape, x.dtype, _is_weak(leaf))
+                                                     for x, leaf in zip(flat, leaves)))
         if key not in self._cache:
             self._cache[key] = self.lower(*args)
         return self._cache[key](*args)
 
 
+def _is_weak(x) -> bool:
+    """Whether the argument leaf ``x`` is weakly typed (its aval's ``weak_type``)."""
+    from minixla.core.avals import get_aval
+    try:
+        return get_aval(x).weak_type
+    except (TypeError, ValueError):  # (not an array: lower() raises naming it)
+        return False
+
+
 class SpmdCompiled:
     """The per-device module (``.hlo_module``, ``.as_text()``) and how to run it."""
+
+    #: positions of the flat outputs returned weakly typed (their out avals are weak)
+    weak_outs: tuple = ()
 
     def __init__(self, module, in_tree, out_tree, executor):
         self.hlo_module, self.in_tree, self.out_tree = module, in_tree, out_tree
@@ -156,4 +173,7 @@ class SpmdCompiled:
                         for k, (e, sh) in enumerate(zip(elems, root_shape.tuple_shapes))]
         else:
             flat_out = [unshard(outs, S, root_shape)]
+        if self.weak_outs:
+            from minixla.jit import _mark_weak
+            flat_out = _mark_weak(flat_out, self.weak_outs)
         return tree_util.tree_unflatten(self.out_tree, flat_out)
