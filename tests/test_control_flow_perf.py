@@ -217,7 +217,7 @@ def test_loop_invariant_gemm_rhs_is_packed_once_before_the_loop(monkeypatch):
     import sys
 
     from minixla.backends.llvm.gemm import panel_columns
-    jit_module = sys.modules["minixla.jit"]
+    stages = sys.modules["minixla.stages"]
     nr = panel_columns(np.float32)
     H, B, T = 2 * nr, 4, 5
     r = np.random.default_rng(2)
@@ -249,7 +249,7 @@ def test_loop_invariant_gemm_rhs_is_packed_once_before_the_loop(monkeypatch):
     want = _jax_value(rnn(jax.lax, jnp), W, h0, xs)
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=2e-6, atol=2e-6)
-    monkeypatch.setattr(jit_module, "backend_passes", lambda backend: [])
+    monkeypatch.setattr(stages, "backend_passes", lambda backend: [])
     plain = minixla.jit(rnn(lax, minixla.numpy)).lower(W, h0, xs).compile()
     assert f"{packed}" not in plain.as_text()
     for g, p in zip(got, plain(W, h0, xs)):

@@ -10,7 +10,7 @@ from minixla.hlo.verifier import HloVerifierError, verify
 from minixla.passes.pipeline import HloPass
 
 f32 = np.float32
-jit_module = importlib.import_module("minixla.jit")  # (``minixla.jit`` the attribute is the function)
+stages = importlib.import_module("minixla.stages")  # (where Lowered.compile reads its pipeline)
 
 GOOD = """HloModule t
 
@@ -113,13 +113,13 @@ class _BreakShapes(HloPass):
 
 
 def test_jit_verifies_after_every_pass(monkeypatch):
-    original = jit_module.optimization_pipeline
+    original = stages.optimization_pipeline
 
     def pipeline(after_pass=None):
         p = original(after_pass)
         p.passes.insert(1, _BreakShapes())
         return p
-    monkeypatch.setattr(jit_module, "optimization_pipeline", pipeline)
+    monkeypatch.setattr(stages, "optimization_pipeline", pipeline)
     monkeypatch.setenv("MINIXLA_VERIFY", "1")
     with pytest.raises(HloVerifierError, match="after 'optimize/break-shapes'"):
         minixla.jit(lambda a: a * 2.0).lower(np.ones(3, f32)).compile()
@@ -141,18 +141,18 @@ def test_jit_skips_unchanged_passes_and_verifies_the_result(monkeypatch):
     # that changed nothing leaves the module already verified), then on the final module when
     # the last pass reported no change: a pass that changes the module silently is still caught
     calls = []
-    monkeypatch.setattr(jit_module, "verify", lambda m: calls.append(1) or verify(m))
+    monkeypatch.setattr(stages, "verify", lambda m: calls.append(1) or verify(m))
     monkeypatch.setenv("MINIXLA_VERIFY", "1")
     c = minixla.jit(lambda a: a * 2.0 + 1.0).lower(np.ones(3, f32)).compile()
     changed = [e for e in c.pass_log if e.changed and not e.name.split("/")[-1].startswith("fixed-point")]
     final = 0 if c.pass_log[-1].changed else 1
     assert len(calls) == 1 + len(changed) + final < len(c.pass_log)
-    original = jit_module.optimization_pipeline
+    original = stages.optimization_pipeline
 
     def pipeline(after_pass=None):
         p = original(after_pass)
         p.passes.append(_BreakShapesSilently())
         return p
-    monkeypatch.setattr(jit_module, "optimization_pipeline", pipeline)
+    monkeypatch.setattr(stages, "optimization_pipeline", pipeline)
     with pytest.raises(HloVerifierError, match="after 'the last pass"):
         minixla.jit(lambda a: a * 4.0).lower(np.ones(3, f32)).compile()
