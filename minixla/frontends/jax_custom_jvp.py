@@ -23,6 +23,16 @@ def _is_float(aval):
     return np.issubdtype(aval.dtype, np.inexact) or aval.dtype.name == "bfloat16"
 
 
+def rebind(prim, params, xs):
+    """The JAX equation ``prim`` with ``params`` bound again on ``xs``, as
+    ``jax.core.eval_jaxpr`` binds it (shared with ``jax_custom_vjp``)."""
+    bind_params = prim.get_bind_params(params)
+    if isinstance(bind_params, tuple):  # (older jax: subfuns first, then the params)
+        subfuns, bind_params = bind_params
+        return prim.bind(*subfuns, *xs, **bind_params)
+    return prim.bind(*xs, **bind_params)
+
+
 def _names(params):
     """The custom function's and its rule's names as JAX's debug info records them."""
     fun = getattr(getattr(params["call_jaxpr"].jaxpr, "debug_info", None), "func_name", None) or "custom_jvp_call"
@@ -42,12 +52,8 @@ def _custom_jvp_call(*args, **params):
     prim = where.eqn.primitive
     structs = [jax.ShapeDtypeStruct(a.shape, a.dtype, weak_type=a.weak_type) for a in sub.in_avals]
 
-    def jax_call(*xs):  # the equation bound again, as jax.core.eval_jaxpr binds it
-        bind_params = prim.get_bind_params(params)
-        if isinstance(bind_params, tuple):  # (older jax: subfuns first, then the params)
-            subfuns, bind_params = bind_params
-            return prim.bind(*subfuns, *xs, **bind_params)
-        return prim.bind(*xs, **bind_params)
+    def jax_call(*xs):
+        return rebind(prim, params, xs)
 
     def rule(primals, tangents):
         closed = jax.make_jaxpr(lambda p, t: jax.jvp(jax_call, tuple(p), tuple(t)))(structs, structs)

@@ -14,14 +14,10 @@ derivative is then minixla's of the primal).
 from __future__ import annotations
 
 import jax
-import numpy as np
 
 from minixla.frontends import jax_importer as imp
+from minixla.frontends.jax_custom_jvp import _is_float, rebind
 from minixla.interpreters.custom_derivatives import custom_vjp
-
-
-def _is_float(aval):
-    return np.issubdtype(aval.dtype, np.inexact) or aval.dtype.name == "bfloat16"
 
 
 def _struct(aval):
@@ -48,12 +44,8 @@ def _custom_vjp_call(*args, **params):
     prim = where.eqn.primitive
     diff = [i for i, a in enumerate(sub.in_avals) if _is_float(a)]
 
-    def jax_call(*xs):  # the equation bound again, as jax.core.eval_jaxpr binds it
-        bind_params = prim.get_bind_params(params)
-        if isinstance(bind_params, tuple):  # (older jax: subfuns first, then the params)
-            subfuns, bind_params = bind_params
-            return prim.bind(*subfuns, *xs, **bind_params)
-        return prim.bind(*xs, **bind_params)
+    def jax_call(*xs):
+        return rebind(prim, params, xs)
 
     def jax_bwd(xs, cts):  # JAX's cotangents of the float operands
         def of_floats(*fs):
