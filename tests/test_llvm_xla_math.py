@@ -112,3 +112,26 @@ def test_transcendentals_bit_identical_to_xla_deep():
         _check(x, np.roll(x, 7919), compiled)
     for x in np.linspace(-10, 10, 20 * 2 ** 20 + 1, dtype=np.float32)[:-1].reshape(5, -1):
         _check(x, np.roll(x, 7919), compiled)
+
+
+def test_jnp_log2_log10_are_jaxs():
+    """``jnp.log10`` multiplies by 0.4342944819032518 rounded to the dtype (bf16 ``log10(0.5)``
+    is -0.298828, a division gave -0.300781) and ``jnp.log2``'s ``/ log(2.0)`` is folded by XLA
+    into ``* (1 / log(2))`` at every size, a scalar too: bits of jax.numpy eagerly and under jit on
+    both backends, float32/f16/bf16, shapes (n,) and ()."""
+    import jax.numpy as jnp
+    import minixla.numpy as mnp
+    base = np.array([3.14159, 2.2, 1.1754944e-38, 7.3, 0.3, 1e-30, 5e4, 0.5, 20.0], np.float32)
+    xs = [v for dt in (np.float32, np.float16, ml_dtypes.bfloat16) for b in [base.astype(dt)]
+          for v in (b, b[0])]
+
+    def program(np_, *args):
+        return [f(a) for a in args for f in (np_.log2, np_.log10)]
+    want = [np.asarray(w) for w in program(jnp, *xs)]
+    runs = {"eager": program(mnp, *xs)}
+    for b in ("llvm", "jax"):
+        runs[b] = minixla.jit(lambda *a: program(mnp, *a), backend=b)(*xs)
+    for mode, got in runs.items():
+        for i, (g, w) in enumerate(zip(got, want)):
+            assert np.asarray(g).dtype == w.dtype and np.shape(g) == w.shape, (mode, i)
+            assert _mismatches(np.atleast_1d(g), np.atleast_1d(w)).size == 0, (mode, i, g, w)

@@ -172,6 +172,7 @@ def test_array_api_names_match_jax():
     x = np.arange(6, dtype=np.float32).reshape(2, 3)
     v = np.arange(3, dtype=np.float32)
     w = np.array([[1., np.nan, 2], [np.nan, 3, np.nan]], np.float32)
+    edge = np.array([-1e-45, 1e-45, -3e-45, -0.0, 0.0, -1.2e-38], np.float32)
     cases = [lambda np_: np_.permute_dims(x, (1, 0)), lambda np_: np_.concat([x, x], axis=1),
              lambda np_: np_.concat([x, v[None]], axis=None),
              lambda np_: np_.bitwise_left_shift(np.int32(3), np.arange(4, dtype=np.int32)),
@@ -180,7 +181,10 @@ def test_array_api_names_match_jax():
              lambda np_: np_.fabs(np.array([-3, 2, 0])), lambda np_: np_.fabs(np.array([-0.0, -2.5], np.float32)),
              lambda np_: np_.matvec(np.stack([x, x]), v), lambda np_: np_.vecmat(np.stack([v, v]), x.T),
              lambda np_: np_.nancumsum(w), lambda np_: np_.nancumprod(w, axis=1),
-             lambda np_: np_.nancumsum(np.array([1, 2], np.int8)), lambda np_: np_.nancumprod(np.array([True, False]))]
+             lambda np_: np_.nancumsum(np.array([1, 2], np.int8)), lambda np_: np_.nancumprod(np.array([True, False])),
+             # negative denormals step towards zero (XLA:CPU's compare reads them as -0)
+             lambda np_: np_.nextafter(edge, np.float32(1)), lambda np_: np_.nextafter(edge, np.float32(-1)),
+             lambda np_: np_.nextafter(edge.astype(jnp.bfloat16), edge[::-1].astype(jnp.bfloat16))]
     want = [c(jnp) for c in cases]
     runs = {"eager": [c(mnp) for c in cases]}
     for b in ("llvm", "jax"):
@@ -190,6 +194,8 @@ def test_array_api_names_match_jax():
             g = np.asarray(g)
             assert g.dtype == e.dtype and g.shape == e.shape, (mode, i, g.dtype, e.dtype)
             np.testing.assert_array_equal(g, np.asarray(e), err_msg=f"{mode} case {i}")
+            if g.dtype.kind == "f" or g.dtype == jnp.bfloat16:  # -0.0 is not 0.0 here
+                np.testing.assert_array_equal(np.signbit(g), np.signbit(np.asarray(e)), f"{mode} case {i}")
     with pytest.raises(errors.ShapeError, match="matvec"):
         mnp.matvec(x, np.ones(2, np.float32))
     g = minixla.grad(lambda a: mnp.sum(mnp.matvec(a, v) * mnp.fabs(a[:, 0])))(x)

@@ -85,7 +85,9 @@ def nextafter(x1, x2):
     bits = _ew.bitcast_convert_type(x1, it)
     zero = np.asarray(0, dt)
     # Away from zero when x2 lies beyond x1 on x1's side: one more in the magnitude bits.
-    up = _ew.ne(_ew.lt(x1, x2), _ew.lt(x1, zero))
+    # x1's side is its sign bit, not ``x1 < 0``: XLA:CPU reads a negative denormal as -0 in a
+    # float compare, which stepped -denormal away from a larger x2 (JAX gives -0.0).
+    up = _ew.ne(_ew.lt(x1, x2), _ew.lt(bits, np.asarray(0, it)))
     one = np.asarray(1, it)
     stepped = _ew.bitcast_convert_type(_ew.select(up, _ew.add(bits, one), _ew.sub(bits, one)), dt)
     smallest = np.asarray(1, it).view(dt)  # the smallest denormal, signed towards x2

@@ -434,17 +434,24 @@ def reciprocal(x, /):
 
 
 def log2(x, /):
-    """Base-2 logarithm, ``log(x) / log(2)`` as jax.numpy computes it (``jnp.log2``)."""
+    """Base-2 logarithm (``jnp.log2``). jax.numpy writes ``log(x) / log(2.0)``; XLA folds the
+    constant ``log(2.0)`` and rewrites the division by a constant into ``log(x) * (1 / log(2))``
+    (any size, a scalar too), which is what JAX eager and jit return (bf16: widened to float32
+    first, see ``_bf16_times_reciprocal``)."""
     x, = _promote_inexact(_arr(x))
     dt = get_aval(x).dtype
-    return lax.div(lax.log(x), lax.log(_cast(2, dt)))
+    ln2 = np.log(np.float32(2)).astype(dt) if dt != np.float64 else np.log(np.float64(2))
+    if dt == _BF16:
+        return _bf16_times_reciprocal(lax.log(x), ln2[()])
+    return lax.mul(lax.log(x), _flushed_reciprocal(np.asarray(ln2))[()])
 
 
 def log10(x, /):
-    """Base-10 logarithm, ``log(x) / log(10)`` (``jnp.log10``)."""
+    """Base-10 logarithm (``jnp.log10``): ``log(x) * (1 / log(10))``, the constant rounded to
+    ``x``'s float dtype as jax.numpy writes it (not a division: bf16 ``log10(0.5)`` is -0.298828)."""
     x, = _promote_inexact(_arr(x))
     dt = get_aval(x).dtype
-    return lax.div(lax.log(x), lax.log(_cast(10, dt)))
+    return lax.mul(lax.log(x), np.asarray(0.4342944819032518, dt)[()])
 
 
 def invert(x, /):
