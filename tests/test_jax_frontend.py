@@ -438,3 +438,18 @@ def test_division_by_a_broadcast_divisor_is_xlas_reciprocal_product():
             for backend in ("llvm", "jax"):
                 got = np.asarray(minixla.jit(f, frontend="jax", backend=backend)(*args)).astype(np.float64)
                 np.testing.assert_array_equal(got, want, err_msg=f"{np.dtype(dt).name} {backend}")
+
+
+def test_imported_nextafter_with_a_rank0_operand_is_jaxs():
+    """JAX's jaxprs hold ``nextafter a inf:f16[]`` (``jnp.spacing``, ``lax.nextafter(x, scalar)``):
+    the rank-0 operand broadcasts (it raised a select_n ShapeError); bits equal JAX eager's."""
+    x = np.array([1, -0.0, 65504, 6e-8, -6e-8, np.inf, np.nan], np.float16)
+
+    def f(x):
+        return jax.lax.nextafter(x, np.float16(np.inf)), jax.lax.nextafter(np.float16(0), x), jnp.spacing(x)
+    with jax.disable_jit():
+        want = f(x)
+    for backend in ("llvm", "jax"):
+        got = minixla.jit(f, frontend="jax", backend=backend)(x)
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(np.asarray(g).view(np.uint16), np.asarray(w).view(np.uint16))

@@ -72,6 +72,10 @@ def nextafter(x1, x2):
     every float dtype, built from integer ops on the bits; NaN if either is NaN. Denormal
     steps are exact bits (XLA:CPU would flush a denormal result to zero in later arithmetic)."""
     x1, x2 = _scalar_like(x1, x2), _scalar_like(x2, x1)
+    s1, s2 = get_aval(x1).shape, get_aval(x2).shape
+    if s1 != s2 and () in (s1, s2):  # a rank-0 operand, as JAX's jaxprs hold (``nextafter a inf:f16[]``)
+        from minixla.lax.structural import broadcast_in_dim
+        x1, x2 = (broadcast_in_dim(x1, s2, ()), x2) if s1 == () else (x1, broadcast_in_dim(x2, s1, ()))
     dt = get_aval(x1).dtype
     if dt != get_aval(x2).dtype or not _is_float(dt):
         raise errors.DTypeError(f"nextafter requires two float arguments of one dtype, got "
