@@ -54,13 +54,14 @@ def test_performance_tables_name_their_host():
     assert "`python -m benchmarks --markdown`" in section and "`python -m benchmarks --cpu haswell --markdown`" in section
     columns = run.format_table({"limits": {}, "results": []}, header=False).splitlines()[0]
     blocks = section.split(columns)
-    assert len(blocks) == 3, "the host table and the restricted (AVX2) table"
+    assert len(blocks) == 4, "the Intel host's table, its restricted (AVX2) table, the AMD host's table"
     for before in blocks[:-1]:
         host = before.rsplit("\n- Host: ", 1)[1]
         assert re.search(r"\n- minixla: LLVM [\d.]+ \(llvmlite [\d.]+\) targets `[\w-]+` .*features, \d+ thread", host)
         assert re.search(r"\n- XLA:CPU: jax [\d.]+ / jaxlib [\d.]+, \d+ intra-op thread", host)
         assert "15 interleaved rounds" in host and "10th..90th percentile" in host
     assert "targets `haswell` (restricted" in blocks[1]
+    assert "targets `rocketlake` (the host)" in blocks[0] and "targets `znver4` (the host)" in blocks[2]
 
 
 def test_readme_blocked_sum_order_differs_from_eager_as_stated():
