@@ -21,7 +21,7 @@ import minixla
 import minixla.lax as L
 
 UNARY = ["tanh", "exp", "logistic", "erf", "erfc", "expm1", "log", "log1p", "sin", "cos", "tan",
-         "cbrt", "lgamma", "digamma", "erf_inv"]
+         "cbrt", "lgamma", "digamma", "erf_inv", "rsqrt"]
 BINARY = ["pow", "atan2"]
 
 # where XLA's algorithms switch branch or clamp (tanh 4e-4/7.9988/20, exp -87.8/88.8, erf 3.8325,
@@ -87,6 +87,17 @@ def test_transcendentals_bit_identical_to_xla(dtype):
     x = _float32_inputs() if dtype == np.float32 else _all_narrow(dtype)
     y = np.roll(x, 7919)  # pairs of unrelated values for pow and atan2
     _check(x, y, minixla.jit(_program))
+
+
+@pytest.mark.parametrize("n", [1, 3, 5, 8, 17, 33])
+def test_rsqrt_estimate_every_width(n):
+    """rsqrt's estimate is taken 4 lanes at a time: vector tails, odd widths and the scalar
+    path give XLA's bits too (0, subnormal, inf and negative lanes included)."""
+    x = np.concatenate([np.array([0.0, -0.0, 1e-40, np.inf, -2.0, 3.0], np.float32),
+                        np.geomspace(1e-30, 1e30, 64).astype(np.float32)])[:n]
+    got = minixla.jit(L.rsqrt)(x)
+    assert _mismatches(got, np.asarray(jax.lax.rsqrt(x))).size == 0
+    assert _mismatches(np.atleast_1d(minixla.jit(L.rsqrt)(x[-1])), np.atleast_1d(jax.lax.rsqrt(x[-1]))).size == 0
 
 
 def test_gelu_is_jaxs_for_large_negative_inputs():

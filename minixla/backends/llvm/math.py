@@ -69,6 +69,7 @@ __all__ = [
     "emit_logistic",
     "emit_erf",
     "emit_erfc",
+    "emit_rsqrt",
     "MATH_EMITTERS",
 ]
 
@@ -679,8 +680,21 @@ def emit_erfc(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     return math_xla.erfc(m, x)
 
 
+def emit_rsqrt(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    """1/sqrt(x), float32 only (float64 is ``1 / sqrt(x)``: ``scalar_ops``), x86 only.
+
+    Method: XLA:CPU's, bit for bit (``math_xla.rsqrt``): the CPU's ``rsqrtps`` estimate and one
+    Newton-Raphson step; the estimate itself for ±0 (±inf), +inf (0), negatives (NaN) and
+    subnormals (read as zero). ~1-2 ulp, not correctly rounded, as XLA's."""
+    m = _Emitter(b, x)
+    if m.fmt is not _F32:
+        raise TypeError(f"emit_rsqrt is float32 only, got {x.type}")
+    return math_xla.rsqrt(m, x)
+
+
 # HLO opcode names (and jax.lax primitive names) -> emitter.
 MATH_EMITTERS = {
+    "rsqrt": emit_rsqrt,
     "exponential": emit_exp,
     "exp": emit_exp,
     "exp2": emit_exp2,

@@ -255,3 +255,52 @@ def erfc(m, x):
     big = m.select(b.fcmp_ordered(">", xx, m.c(_f(0x42B17218))), m.c(0.0), big)
     big = m.select(m.lt(x, m.c(0.0)), m.sub(m.c(2.0), big), big)
     return m.select(m.lt(a, m.c(1.0)), small, big)
+
+
+# -- rsqrt (XLA:CPU's ``xla.rsqrt``: the hardware estimate and one Newton-Raphson step)
+def _rsqrt_estimate(m, x):
+    """``rsqrtps``'s ~12-bit estimate of 1/sqrt(x), lane by lane (x86 only).
+
+    The estimate is the CPU's own table, so it may differ between CPU families; XLA's code
+    uses the same instruction on the same host, which is what bit-identity needs. A vector is
+    cut into 4-lane pieces (SSE's ``rsqrtps``; AVX-512 has no 512-bit form of it, and
+    ``rsqrt14`` is another, more precise estimate); a scalar is lane 0 of a splat."""
+    from llvmlite import ir
+    b = m.b
+    v4 = ir.VectorType(ir.FloatType(), 4)
+    name = "llvm.x86.sse.rsqrt.ps"
+    fn = b.module.globals.get(name) or ir.Function(b.module, ir.FunctionType(v4, [v4]), name)
+    i32 = ir.IntType(32)
+    if not isinstance(x.type, ir.VectorType):
+        splat = b.insert_element(ir.Constant(v4, [1.0] * 4), x, ir.Constant(i32, 0))
+        return b.extract_element(b.call(fn, [splat]), ir.Constant(i32, 0))
+    n = x.type.count
+    padded = -(-n // 4) * 4
+    if padded != n:  # widen with ones (their estimate is unused)
+        x = b.shuffle_vector(x, ir.Constant(x.type, [1.0] * n),
+                             ir.Constant(ir.VectorType(i32, padded), [min(i, n) if i < n else n for i in range(padded)]))
+    pieces = [b.call(fn, [b.shuffle_vector(x, x, ir.Constant(ir.VectorType(i32, 4), list(range(j, j + 4))))])
+              for j in range(0, padded, 4)]
+    while len(pieces) > 1:  # concatenate pairwise back to the full width
+        pieces = [b.shuffle_vector(p, q, ir.Constant(ir.VectorType(i32, 2 * p.type.count),
+                                                     list(range(2 * p.type.count))))
+                  for p, q in zip(pieces[::2], pieces[1::2])] + ([pieces[-1]] if len(pieces) % 2 else [])
+    y = pieces[0]
+    if padded != n:
+        y = b.shuffle_vector(y, y, ir.Constant(ir.VectorType(i32, n), list(range(n))))
+    return y
+
+
+def rsqrt(m, x):
+    """XLA's float32 ``rsqrt``: y0 = the ``rsqrtps`` estimate, then one Newton step
+    ``y0 + (-y0/2) (x y0 y0 - 1)`` (its LLVM contracts two FMAs: ``fma(x y0, y0, -1)`` and
+    ``fma(-y0/2, that, y0)``); the estimate itself for every x but a positive normal number
+    or NaN (``is.fpclass`` mask 764: ±0 -> ±inf, +inf -> 0, negatives -> NaN, subnormals read
+    as zero under DAZ). About 1-2 ulp, not correctly rounded."""
+    b = m.b
+    y0 = _rsqrt_estimate(m, x)
+    a = m.mul(x, y0)
+    h = m.mul(y0, m.c(-0.5))
+    y = m.fma(h, m.fma(a, y0, m.c(-1.0)), y0)
+    use_estimate = b.or_(m.lt(x, m.c(_MIN_NORMAL)), m.eq(x, m.c(math.inf)))
+    return m.select(use_estimate, y0, y)

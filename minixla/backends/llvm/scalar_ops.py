@@ -208,6 +208,10 @@ def convert(b: ir.IRBuilder, x, src, dst):
     return x  # same width, other signedness: same bits
 
 
+#: rsqrt's estimate instruction is x86's (``rsqrtps``); elsewhere rsqrt stays ``1 / sqrt(x)``
+_X86 = __import__("llvmlite.binding", fromlist=["get_process_triple"]).get_process_triple().startswith(("x86_64", "i686", "i386"))
+
+
 def _math(opcode):
     try:
         from minixla.backends.llvm.math import MATH_EMITTERS
@@ -267,7 +271,9 @@ def _unary_op(b: ir.IRBuilder, opcode: str, dtype, x):
     if flt:
         if opcode == "sqrt":
             return T.intrinsic(b, "sqrt", ty, [x])
-        if opcode == "rsqrt":  # correctly rounded 1/sqrt(x), like XLA's eager result
+        if opcode == "rsqrt":  # f32 (f16/bf16 computed in f32) on x86: XLA's estimate + Newton step
+            if ty == ir.FloatType() and _X86:
+                return _math(opcode)(b, x)
             return b.fdiv(ir.Constant(ty, 1.0), T.intrinsic(b, "sqrt", ty, [x]))
         if opcode == "logistic" and T.is_narrow_float(dtype):
             return _narrow_logistic(b, dtype, x)
