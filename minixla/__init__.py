@@ -15,13 +15,21 @@ from minixla.interpreters.api import (jvp, linearize, vjp, grad, value_and_grad,
 from minixla.interpreters.custom_derivatives import custom_jvp, custom_vjp
 from minixla.interpreters.remat import checkpoint, remat, checkpoint_policies
 from minixla.sharding.api import device_put
+from minixla.core.name_stack import named_scope, named_call
+from minixla.runtime_api import (block_until_ready, device_get, devices, local_devices, device_count,
+                                 local_device_count, default_backend, process_index, process_count,
+                                 clear_caches, disable_jit)
+from minixla.interpreters.api import jacobian, typeof, float0, ShapeDtypeStruct
 from minixla import nn, random  # (as `import jax` gives jax.nn and jax.random)
 from minixla import scipy  # (jax.scipy.special's functions the special primitives cover)
 
 __all__ = ["make_jaxpr", "jit", "config", "lax", "numpy", "errors", "ShapedArray", "Lowered", "Compiled",
            "jvp", "linearize", "vjp", "grad", "value_and_grad", "jacfwd", "jacrev", "hessian", "vmap",
            "eval_shape", "linear_transpose", "custom_jvp", "custom_vjp", "checkpoint", "remat",
-           "checkpoint_policies", "import_jaxpr", "device_put", "nn", "random", "scipy"]
+           "checkpoint_policies", "import_jaxpr", "device_put", "nn", "random", "scipy",
+           "named_scope", "named_call", "block_until_ready", "device_get", "devices", "local_devices",
+           "device_count", "local_device_count", "default_backend", "process_index", "process_count",
+           "clear_caches", "disable_jit", "jacobian", "typeof", "float0", "ShapeDtypeStruct"]
 
 
 # The objects alive once minixla is imported -- the modules, classes and functions of jax,

@@ -25,6 +25,7 @@ import inspect
 import logging
 import threading
 import time
+import weakref
 
 import numpy as np
 from jax import Array as _JaxArray
@@ -37,6 +38,7 @@ from minixla.core.avals import get_aval
 from minixla.core.tracing import Tracer, _trace_stack, flatten_fun, trace_to_jaxpr
 from minixla import jit_diagnostics as diagnostics
 from minixla.hlo.lowering import lower_jaxpr
+from minixla.runtime_api import jit_state as _jit_state
 from minixla.stages import (BACKENDS, Compiled, Lowered, _gc_paused, _jax_keys_to_minixla, _mark_weak,  # noqa: F401
                             _weak_outputs, backend_passes, loop_passes, optimization_pipeline, verify_enabled)
 
@@ -44,6 +46,10 @@ from minixla.stages import (BACKENDS, Compiled, Lowered, _gc_paused, _jax_keys_t
 #: default), minixla's only ("minixla"), or JAX's (``jax.make_jaxpr``, then ``minixla.frontends``)
 FRONTENDS = (None, "minixla", "jax")
 logger = logging.getLogger(__name__)
+
+
+#: every live ``Jitted`` (``minixla.clear_caches`` empties their caches)
+live_jitted: "weakref.WeakSet[Jitted]" = weakref.WeakSet()
 
 
 class Jitted:
@@ -94,6 +100,7 @@ class Jitted:
         self.static_argnums += tuple(names.index(n) for n in self.static_argnames
                                      if n in names and names.index(n) not in self.static_argnums)
         self._has_static = bool(self.static_argnums or self.static_argnames)
+        live_jitted.add(self)
         # Compiled signatures (bounded: minixla_jit_cache_size; the least recently used, by
         # each Compiled's ``_last_use`` stamp, is evicted first).
         self._cache: dict = {}
@@ -223,6 +230,8 @@ class Jitted:
         # The dispatch path (a cached call): flatten, key, look up, run. Every step here costs
         # on each call of a small jitted function, so the signature doubles as the argument
         # check (the executable found under it was compiled for exactly these avals).
+        if _jit_state.disabled:  # (minixla.disable_jit: the Python body, op by op)
+            return self.fun(*args, **kwargs)
         if self._has_static:
             fun, dyn_args, dyn_kwargs, static_key = self._split_static(args, kwargs)
         else:

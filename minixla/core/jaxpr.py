@@ -50,10 +50,12 @@ class Literal:
 
 @dataclass
 class SourceInfo:
-    """Where in the user's program an equation came from (file, line, function)."""
+    """Where in the user's program an equation came from (file, line, function), and the
+    ``named_scope`` names active when it was traced ("a/b"; ``core/name_stack.py``)."""
     filename: str
     lineno: int
     function: str
+    name_stack: str = ""
 
     def __str__(self):
         return f"{self.filename}:{self.lineno} ({self.function})"

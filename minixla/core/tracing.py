@@ -16,6 +16,7 @@ from jax import tree_util
 
 from minixla.core import errors
 from minixla.core.avals import ShapedArray, WeakScalar, get_aval
+from minixla.core import name_stack
 from minixla.core.jaxpr import ClosedJaxpr, Jaxpr, JaxprEqn, Literal, SourceInfo, Var
 
 #: the active traces, outermost first; a trace's ``level`` is its index here. Jaxpr traces
@@ -331,7 +332,8 @@ class JaxprTrace:
         out_avals = out if prim.multiple_results else [out]
         outvars = [Var(a) for a in out_avals]
         frame = errors.user_frame()
-        src = SourceInfo(frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name) if frame else None
+        src = SourceInfo(frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name,
+                         name_stack.current()) if frame else None
         self.eqns.append(JaxprEqn(prim, atoms, outvars, dict(params), src))
         tracers = [Tracer(self, v) for v in outvars]
         return tracers if prim.multiple_results else tracers[0]

@@ -128,7 +128,8 @@ def _source_info(eqn, outer=None):
         frame = source_info_util.user_frame(eqn.source_info.traceback)
     if frame is None:
         return outer.source_info if outer is not None else None
-    return SourceInfo(frame.file_name, frame.start_line, frame.function_name)
+    return SourceInfo(frame.file_name, frame.start_line, frame.function_name,
+                      str(getattr(eqn.source_info, "name_stack", "") or ""))
 
 
 def _read_literal(lit):

@@ -118,6 +118,8 @@ def _lower_eqns(ctx, jaxpr, env) -> None:
         ctx.metadata = {**outer, "op_name": eqn.primitive.name}
         if eqn.source_info is not None:
             ctx.metadata.update(source_file=eqn.source_info.filename, source_line=eqn.source_info.lineno)
+            if eqn.source_info.name_stack:  # (named_scope: "scope/prim", as JAX's op_name)
+                ctx.metadata["op_name"] = f"{eqn.source_info.name_stack}/{eqn.primitive.name}"
         operands = [_read(ctx, env, a) for a in eqn.invars]
         in_avals = [a.aval for a in eqn.invars]
         if eqn.primitive.multiple_results:

@@ -630,3 +630,20 @@ def eval_shape(fun, *args, **kwargs):
     closed = trace_to_jaxpr(flat_fun, [get_aval(x) for x in flat])
     outs = [jax.ShapeDtypeStruct(a.shape, a.dtype, weak_type=a.weak_type) for a in closed.out_avals]
     return tree_util.tree_unflatten(out_store[0], outs)
+
+
+#: ``jax.jacobian`` is ``jax.jacrev``
+jacobian = jacrev
+
+#: the dtype of the tangents of integer and bool values (``jax.dtypes.float0``)
+float0 = jax.dtypes.float0
+
+#: the result type of ``eval_shape`` (``jax.ShapeDtypeStruct``: shape, dtype, weak_type)
+ShapeDtypeStruct = jax.ShapeDtypeStruct
+
+
+def typeof(x):
+    """The abstract value of ``x`` (``jax.typeof``): a ``ShapedArray`` with its shape, dtype and
+    weak type; for a tracer, the aval it is traced at."""
+    from minixla.core.avals import get_aval
+    return get_aval(x)
