@@ -17,9 +17,12 @@ contracts them: with separate roundings 4.5% of the results differ (by up to 2 u
 ``floats * (maxval - minval) + minval``, ``erf_inv`` -- is compiled by XLA, which does; ``fma``
 makes that contraction explicit where minixla must reproduce such code bit for bit. It is not a
 ``jax.lax`` function (its eager implementation is ``jax.jit(lambda a, b, c: a * b + c)``, which
-XLA contracts).
+XLA contracts). For float16 and bfloat16 whether XLA contracts depends on the host
+(``xla_contracts``); the LLVM backend's ``fma`` of those dtypes follows it.
 """
 from __future__ import annotations
+
+import functools
 
 import numpy as np
 import jax
@@ -44,6 +47,32 @@ def _fma_rule(a, b, c):
 
 _fma_jit = jax.jit(lambda a, b, c: a * b + c)
 fma_p = _std_prim("fma", _fma_rule, impl=lambda a, b, c: np.asarray(_fma_jit(a, b, c)))
+
+
+@functools.lru_cache(maxsize=None)
+def xla_contracts(dtype) -> bool:
+    """Whether XLA:CPU on this host contracts ``a * b + c`` of ``dtype`` into one fma (what
+    ``fma`` then means for that dtype). float32/float64: always. float16 and bfloat16 are
+    host-dependent: with AVX512-FP16 (an Intel Sapphire Rapids-class CPU) XLA's LLVM keeps f16
+    arithmetic in ``half`` and contracts it; without it (AMD Zen 4) f16 is promoted op by op,
+    each product rounded to f16 before the add, and so is bfloat16. Answered by asking XLA:
+    ``_fma_jit`` on triples where the two readings differ (then cached per dtype)."""
+    dtype = np.dtype(dtype)
+    if dtype.itemsize >= 4:
+        return True
+    rng = np.random.default_rng(0)
+    a, b, c = (rng.uniform(0.5, 2.0, 512).astype(dtype) for _ in range(3))
+    c = -c
+    f32 = np.float32
+    fused = (a.astype(f32) * b.astype(f32) + c.astype(f32)).astype(dtype)  # (the f32 product is exact)
+    split = ((a.astype(f32) * b.astype(f32)).astype(dtype).astype(f32) + c.astype(f32)).astype(dtype)
+    got = np.asarray(_fma_jit(a, b, c))
+    u = np.uint16
+    if (got.view(u) == fused.view(u)).all():
+        return True
+    if (got.view(u) == split.view(u)).all():
+        return False
+    raise AssertionError(f"XLA's {dtype.name} a * b + c is neither one fma nor a rounded product and an add")
 
 #: XLA's float32 erf_inv coefficients (highest degree first): w < 5, then w >= 5.
 ERF_INV_F32 = (

@@ -72,7 +72,10 @@ Legality and profitability rules. Every decision is logged with the rule that ma
    reduction is never fused into a consumer that broadcasts it (``x - max(x)`` needs the whole
    row maximum before the first subtraction).
 7. **Size cap.** A cluster holds at most ``max_fusion_size`` instructions (compile time, and
-   register pressure in the generated loop).
+   register pressure in the generated loop), counting immediates (scalar constants and their
+   broadcasts) as nothing and integer/bitwise elementwise ops as a quarter (``_size_weight``):
+   a threefry hash (20 rounds of add, shifts, or, xor, each word with two users) is then one
+   kernel where it was ~20, and ``random.normal``'s program 7 kernels instead of 24.
 8. **Row fusion** (softmax, log_softmax, layernorm: reduce -> broadcast -> elementwise ->
    reduce -> broadcast -> elementwise). Rule 6 keeps a broadcast reduction out of its
    consumer because a *loop* kernel would recompute the reduction for every copy. But when
@@ -222,6 +225,26 @@ def format_fusion_log(log) -> str:
     return "\n".join(str(d) for d in log) + ("\n" if log else "")
 
 
+#: integer and bitwise ops one rule-7 unit buys: a threefry round (add, two shifts, or, xor) is
+#: one unit, so a whole 20-round hash fits one kernel instead of ~20 (each value of a round has
+#: two users, so a cut between rounds stores both words and reads them back)
+_INT_OPS_PER_UNIT = 4
+
+
+def _size_weight(m) -> float:
+    """What ``m`` counts toward rule 7's cap: nothing for an immediate (a scalar constant, or a
+    broadcast of one: a register the loop never reloads), a quarter for an integer or bool
+    elementwise op (one ALU instruction per element), one for anything else."""
+    if m.opcode == "constant" and m.shape.rank == 0:
+        return 0.0
+    if m.opcode == "broadcast" and m.operands[0].opcode == "constant" and m.operands[0].shape.rank == 0:
+        return 0.0
+    if _is_elementwise(m) and not np.issubdtype(np.dtype(m.shape.dtype), np.inexact) and all(
+            not np.issubdtype(np.dtype(o.shape.dtype), np.inexact) for o in m.operands):
+        return 1.0 / _INT_OPS_PER_UNIT
+    return 1.0
+
+
 class _Cluster:
     def __init__(self, root: HloInstruction):
         self.root = root
@@ -229,6 +252,7 @@ class _Cluster:
 
     def reset(self):
         self.members: set = set()
+        self.weight = 0.0    # rule 7's count of the members (``_size_weight``)
         self.decisions: list[FusionDecision] = []
         self.row = None      # rule 8: the row split k while growing in row mode
         self.classes = {}    # rule 8: member -> access class (row mode only)
@@ -238,6 +262,7 @@ class _Cluster:
 
     def add(self, m):
         self.members.add(m)
+        self.weight += _size_weight(m)
         for o in m.operands:
             self.inside.setdefault(o, set()).add(m)
 
@@ -460,7 +485,7 @@ class FusionPass(HloPass):
             return False, "producer already belongs to another fusion"
         if p.opcode == "constant" and p.shape.rank > 0:
             return False, "rule 1: array constants stay in their own buffer"
-        if len(cluster.members) >= self.max_fusion_size:
+        if cluster.weight >= self.max_fusion_size:
             return False, f"rule 7: fusion size cap ({self.max_fusion_size}) reached"
         if consumer.opcode in _CONTRACTIONS:
             return False, f"rule 5: {consumer.opcode} reads each operand element many times"

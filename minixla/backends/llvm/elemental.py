@@ -640,8 +640,17 @@ def _conv_rule(em, instr, index):
 emit_rules.update(reduce=_reduce_rule, dot=_dot_rule, convolution=_conv_rule)
 
 
-def _fma_rule(em, instr, index):  # minixla.lax.fma (issue 14): a*b + c, one rounding
+def _fma_rule(em, instr, index):
+    """minixla.lax.fma: ``a*b + c`` as XLA:CPU computes it, one rounding; for f16/bf16 only
+    where XLA contracts that dtype on this host (``lax.special.xla_contracts``), else the
+    product rounded to the dtype, then the add (rounded by ``emit``)."""
     a, x, c = (em.operand(instr, k, index) for k in range(3))
+    dtype = instr.shape.dtype
+    if T.is_narrow_float(dtype):
+        from minixla.lax.special import xla_contracts
+        if not xla_contracts(dtype):
+            b = em.builder
+            return b.fadd(T.round_narrow(b, b.fmul(a, x), dtype), c)
     return T.intrinsic(em.builder, "fma", a.type, [a, x, c])
 
 
