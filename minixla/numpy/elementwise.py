@@ -163,20 +163,31 @@ def _bf16_times_reciprocal(x1, x2):
 divide = true_divide
 
 
-def _div_by_constant(x, c):
-    """``x / c`` for a constant ``c``, as JAX eager computes ``jax.numpy``'s ``lax.div(x, c)``:
-    for an array, XLA rewrites the division by the broadcast ``c`` into ``x * (1 / c)`` (``1 / c``
-    rounded to the dtype, an ulp away from the division at most); a one-element ``x`` is divided
-    (XLA turns a one-element broadcast into a reshape); integers divide, truncating. ``mean``, ``var`` and
-    ``round(x, decimals)`` use this, so they are JAX's bit for bit."""
+def _div_by_constant(x, c, folded=True):
+    """``x / c`` for a Python constant ``c``, in ``x``'s dtype, as JAX eager computes the
+    ``lax.div(x, c)`` of a jitted ``jax.numpy`` function.
+
+    ``folded=True`` (``mean``, ``round(x, decimals)``): the constant is part of that XLA program,
+    and XLA's simplifier rewrites a float division by a constant into ``x * (1 / c)`` (``1 / c``
+    rounded to the dtype, at most an ulp from the division) at every rank, a rank-0 ``x``
+    included; a division by 1 is ``x`` itself. ``folded=False`` (``var``'s normalizer, which
+    JAX passes into its jitted ``_var`` as a run-time value): the division is exact, by a
+    full-shape ``c``.
+    Integers divide, truncating. bf16 is widened to f32 before XLA simplifies (see
+    ``_bf16_times_reciprocal``)."""
     aval = get_aval(x)
     dt = aval.dtype
-    if not _is_inexact(dt) or aval.size <= 1:
-        return lax.div(*_broadcast_args(x, np.asarray(c).astype(dt)[()]))
-    if dt == _BF16:  # (bf16 is widened to f32 before XLA simplifies: see _bf16_times_reciprocal)
-        return _bf16_times_reciprocal(x, np.asarray(c).astype(dt)[()])
+    c = np.asarray(c).astype(dt)[()]
+    if not _is_inexact(dt):
+        return lax.div(*_broadcast_args(x, c))
+    if not folded:  # (full-shape: a rank-0 NumPy constant is folded into JAX's eager div too)
+        return lax.div(x, broadcast_to(c, aval.shape))
+    if c == 1:
+        return x
+    if dt == _BF16:
+        return _bf16_times_reciprocal(x, c)
     with np.errstate(divide="ignore"):
-        inv = np.asarray(1, dt) / np.asarray(c).astype(dt)
+        inv = np.asarray(1, dt) / np.asarray(c, dt)
     return lax.mul(x, np.asarray(inv, dt)[()])
 
 

@@ -45,6 +45,25 @@ def _gather_last(a, idx):
     return moveaxis(out, -1, 0)
 
 
+def _raise_empty(axis, ndim, q_ndim, keepdims, squash_nans):
+    """The error JAX raises for a quantile over an empty extent: its gather of one order
+    statistic asks for a slice of 1 along a dimension of size 0 (TypeError from the gather's
+    shape rule, naming that dimension of JAX's reshaped operand: 0 for ``axis=None``, the axis,
+    or the merged last dimension of a tuple ``axis``). The ``nan`` forms index instead, and a
+    rank-0 index into the (raveled, rank-1) operand is NumPy-style indexing's IndexError."""
+    if axis is None:
+        dim, rank = 0, 1
+    elif isinstance(axis, (tuple, list)):
+        dim = rank = ndim - len(axis)
+        rank += 1
+    else:
+        dim, rank = _canon_axes(axis, ndim)[0], ndim
+    if squash_nans and rank == 1 and q_ndim == 0 and not keepdims:
+        raise IndexError(f"index is out of bounds for axis 0 with size 0{_where_line()}")
+    raise errors.ShapeError(f"Slice size at index {dim} in gather op is out of range, must be within "
+                            f"[0, 0 + 1), got 1.{_where_line()}")
+
+
 def _quantile(name, a, q, axis, method, keepdims, squash_nans, out, overwrite_input, weights):
     if weights is not None or method == "inverted_cdf":
         raise errors.UnsupportedError(f"{name}: weights / method='inverted_cdf' are not implemented "
@@ -77,6 +96,8 @@ def _quantile(name, a, q, axis, method, keepdims, squash_nans, out, overwrite_in
         if not lead:
             a = reshape(a, (1, get_aval(a).shape[-1]))
     n = get_aval(a).shape[-1]
+    if n == 0:
+        _raise_empty(axis, aval.ndim, len(q_shape), keepdims, squash_nans)
     qv = reshape(q, (-1,))
     m = get_aval(qv).shape[0]
     rows = get_aval(a).shape[:-1]

@@ -81,7 +81,7 @@ def _sum_like(lax_fn, name, identity):
                 dt = canonicalize_dtype(np.uint64)
         else:
             dt = canonicalize_dtype(dtype)
-        comp = _upcast_f16(dt)
+        comp = _upcast_f16(dt) if dtype is None else dt  # (JAX widens f16/bf16 only for dtype=None)
         x = _cast(a, comp)  # (a weak operand becomes strong first, as in JAX: sum(weak) is strong)
         r = lax_fn(_masked(x, where, identity), axes)
         if initial is not None:
@@ -91,7 +91,8 @@ def _sum_like(lax_fn, name, identity):
     fn.__name__ = name
     fn.__doc__ = (f"``jnp.{name}(a, axis=None, dtype=None, keepdims=False, initial=None, where=None, "
                   "promote_integers=True)``: bool and (unless ``promote_integers=False``) small "
-                  "integers accumulate in the default integer type, f16/bf16 in f32; "
+                  "integers accumulate in the default integer type, f16/bf16 in f32 (in "
+                  "``dtype`` itself when it is given, as JAX); "
                   f"an empty extent (or one ``where`` masks out) gives {identity}. ``where`` (bool, "
                   "broadcast to ``a``'s shape) selects the elements that count.")
     return fn
@@ -145,16 +146,19 @@ all = _bool_reduction(lax.reduce_and, "all")  # noqa: A001
 any = _bool_reduction(lax.reduce_or, "any")  # noqa: A001
 
 
-def _inexact_result(aval_dtype, dtype):
-    """(result dtype, accumulation dtype) of ``mean``/``var``: integers give the default float,
-    f16/bf16 accumulate in f32."""
+def _inexact_result(aval_dtype, dtype, upcast):
+    """(result dtype, accumulation dtype) of ``mean``/``var``/``nanmean``: integers give the
+    default float; f16/bf16 accumulate in f32 where ``upcast`` (``var`` always, ``mean`` when
+    ``dtype`` is None, ``nanmean`` never: JAX's rules)."""
     dt = (aval_dtype if _is_inexact(aval_dtype) else _default_float()) if dtype is None \
         else canonicalize_dtype(dtype)
-    return dt, _upcast_f16(dt)
+    return dt, (_upcast_f16(dt) if upcast else dt)
 
 
 def mean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=None):
-    """Arithmetic mean (``jnp.mean``): integers average in the default float, f16/bf16 in f32.
+    """Arithmetic mean (``jnp.mean``): integers average in the default float, f16/bf16 in f32
+    (in ``dtype`` itself when it is given, as JAX). Without ``where`` it is ``sum * (1/n)``, the
+    reciprocal rounded to the dtype: XLA folds JAX's division by the constant ``n`` so.
 
     With ``where`` (bool, broadcast to ``a``) the sum of the selected elements is divided by their
     count (NaN where none is selected), as JAX does.
@@ -162,11 +166,21 @@ def mean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=None):
     a = _operand(a, "mean", out)
     aval = get_aval(a)
     axes = _canon_axes(axis, aval.ndim)
-    dt, comp = _inexact_result(aval.dtype, dtype)
+    dt, comp = _inexact_result(aval.dtype, dtype, upcast=dtype is None)
     s = sum(a, axes, dtype=comp, keepdims=keepdims, where=where)
     if where is None:
-        return _cast(_div_by_constant(s, math.prod(aval.shape[i] for i in axes)), dt)
+        n = math.prod(aval.shape[i] for i in axes)
+        result = _cast(_div_by_constant(s, n), dt)
+        if n or not _is_inexact(dt):
+            return result
+        return _nan_like(result, dt)
     return _cast(lax.div(s, _count(where, aval.shape, axes, comp, keepdims)), dt)
+
+
+def _nan_like(result, dt):
+    """NaN (positive, as XLA folds JAX's ``0 * (1/0)`` or ``where(n - ddof > 0, ..., nan)``) in
+    ``result``'s shape, batched like ``result`` under vmap."""
+    return lax.select_n(np.bool_(False), full_like(result, np.nan, dt), result)
 
 
 _arithmetic_mean = mean  # (``var``'s argument ``mean`` is the precomputed mean)
@@ -175,13 +189,14 @@ _arithmetic_mean = mean  # (``var``'s argument ``mean`` is the precomputed mean)
 def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=None, mean=None,
         correction=None):
     """Variance ``sum((a - mean)**2) / (n - ddof)`` (``jnp.var``), NaN when ``n - ddof <= 0``;
-    with ``where``, ``n`` is the count of selected elements (per output element). ``mean``, if
+    f16/bf16 are computed in f32 (whatever ``dtype``), and the final division is exact, as
+    JAX's (its ``n - ddof`` is a run-time value, not a folded constant); with ``where``, ``n`` is the count of selected elements (per output element). ``mean``, if
     given, is the mean computed with ``keepdims=True`` (ShapeError for another rank)."""
     a = _operand(a, "var", out)
     correction = ddof if correction is None else correction
     aval = get_aval(a)
     axes = _canon_axes(axis, aval.ndim)
-    dt, comp = _inexact_result(aval.dtype, dtype)
+    dt, comp = _inexact_result(aval.dtype, dtype, upcast=True)
     a = _cast(a, comp)
     if mean is None:
         a_mean = _arithmetic_mean(a, axes, dtype=comp, keepdims=True, where=where)
@@ -194,11 +209,13 @@ def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=Non
     total = sum(centered, axes, dtype=comp, keepdims=keepdims, where=where)
     if where is None:
         n = math.prod(aval.shape[i] for i in axes)
-        result = _cast(_div_by_constant(total, n - correction), dt)
-        if n - correction > 0:
+        # (JAX's ``n - ddof`` in the computation dtype is a run-time value of its jitted ``_var``,
+        # so XLA divides exactly: no reciprocal)
+        normalizer = np.asarray(n, comp) - np.asarray(correction, comp)
+        result = _cast(_div_by_constant(total, normalizer, folded=False), dt)
+        if normalizer > 0:
             return result
-        # JAX's ``where(n - ddof > 0, total / (n - ddof), nan)``: NaN, batched like ``a`` under vmap
-        return lax.select_n(np.bool_(False), full_like(result, np.nan, dt), result)
+        return _nan_like(result, dt)  # (JAX's ``where(n - ddof > 0, total / (n - ddof), nan)``)
     normalizer = subtract(_count(where, aval.shape, axes, comp, keepdims), _cast(correction, comp))
     result = lax.select_n(lax.gt(normalizer, full_like(normalizer, 0)),
                           full_like(total, np.nan), lax.div(total, normalizer))
@@ -261,12 +278,19 @@ nanmin = _nan_extreme(min, "nanmin")
 
 
 def nanmean(a, axis=None, dtype=None, out=None, keepdims=False, where=None):
-    """``jnp.nanmean``: the mean of the non-NaN elements (NaN where there is none)."""
+    """``jnp.nanmean``: the mean of the non-NaN elements (NaN where there is none).
+
+    As JAX's: for a float ``a``, ``nansum`` and the count of non-NaN elements are both computed
+    in ``dtype`` (default ``a``'s: f16/bf16 are not widened) and divided exactly; an integer or
+    bool ``a`` is ``mean``.
+    """
     a = _operand(a, "nanmean", out)
     aval = get_aval(a)
     if not _is_inexact(aval.dtype):
         return mean(a, axis, dtype, None, keepdims, where=where)
-    return mean(a, axis, dtype, None, keepdims, where=_and_where(_not_nan(a), where))
+    dt, _ = _inexact_result(aval.dtype, dtype, upcast=False)
+    count = sum(_not_nan(a), axis, dtype=dt, keepdims=keepdims, where=where)
+    return lax.div(nansum(a, axis, dtype=dt, keepdims=keepdims, where=where), count)
 
 
 def nanvar(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, where=None, mean=None):
@@ -382,11 +406,10 @@ def _cumulative(lax_fn, name):
         ax = _canon_axis1(axis, aval.ndim)
         dt = canonicalize_dtype(dtype) if dtype is not None else (
             _default_int() if aval.dtype == np.bool_ else aval.dtype)
-        comp = _upcast_f16(dt) if name in ("cumsum", "cumprod") else dt
-        a = _cast(a, comp)
+        a = _cast(a, dt)  # (f16/bf16 scan in their own dtype, as JAX's)
         if aval.ndim == 0:
             a, ax = reshape(a, (1,)), 0
-        return _cast(lax_fn(a, ax), dt)
+        return lax_fn(a, ax)
     fn.__name__ = name
     fn.__doc__ = f"``jnp.{name}(a, axis=None, dtype=None)``: inclusive scan (flattened if axis is None)."
     return fn
