@@ -96,7 +96,9 @@ def jvp(fun, primals, tangents, has_aux=False):
                             "or in case of int/bool primal dtype the tangent dtype must be float0."
                             f"Got primal dtype {pa.dtype.name} and so expected tangent dtype {want}, but "
                             f"got tangent dtype {ta.dtype.name} instead.")
-        tans.append(Zero(tangent_aval(pa)) if want == float0 else t)
+        # (a tangent takes its primal's weak type, as in JAX: jvp at a Python float with a
+        # float32 tangent gives weakly typed tangents)
+        tans.append(Zero(tangent_aval(pa)) if want == float0 else _cast_like(t, tangent_aval(pa)))
     flat_fun, out_store = flatten_fun(_aux_fun(fun, has_aux), tree_p)
     p_out, t_out = ad.jvp_flat(lambda *xs: flat_fun(*xs), flat_p, tans)
     out_tree = out_store[0]
@@ -157,6 +159,8 @@ def linearize(fun, *primals, has_aux=False):
         if t_tree != in_tree:
             raise _type_error(f"linearized function called on tangent values inconsistent with the original "
                             f"primal values: expected tree structure {in_tree}, got {t_tree}")
+        for t, p in zip(flat_t, flat_p):
+            _check_linearized_tangent(t, get_aval(p))
         outs = lin(*flat_t)
         return tree_util.tree_unflatten(main_tree, [_leaf_out(x) for x in outs[:n_main]])
     f_jvp.jaxpr = lin.closed
@@ -164,6 +168,22 @@ def linearize(fun, *primals, has_aux=False):
     if has_aux:
         return primal_out[0], f_jvp, primal_out[1]
     return primal_out, f_jvp
+
+
+def _check_linearized_tangent(t, primal):
+    """JAX's ValueError for a tangent passed to ``linearize``'s ``f_jvp`` whose shape or dtype
+    is not the primal's tangent type (``float0`` for an integer primal); weak types may differ."""
+    got, want = get_aval(t), tangent_aval(primal)
+    if got.shape == want.shape and got.dtype == want.dtype:
+        return
+
+    def typ(a, weak):
+        name = "float0" if a.dtype == float0 else a.dtype.name
+        return f"{'~' if weak else ''}{name}[{','.join(map(str, a.shape))}]"
+    raise _value_error(
+        "linearized function called on tangent values inconsistent with the original primal values:\n"
+        f"Got tangent aval {typ(got, got.weak_type)} for primal aval {typ(primal, primal.weak_type)} but "
+        f"expected {typ(want, primal.weak_type)}.")
 
 
 # ---------------------------------------------------------------------------------------
@@ -375,8 +395,10 @@ def _cast_like(x, aval):
     ``_possible_downcast``."""
     from minixla import lax
     got = get_aval(x)
-    if got.dtype == float0 or (got.dtype == aval.dtype and got.weak_type == aval.weak_type):
+    if got.dtype == aval.dtype and got.weak_type == aval.weak_type:
         return x
+    if got.dtype == float0:  # (the float0 block of an integer leaf: zeros of its dtype)
+        return lax.full(got.shape, 0, aval.dtype, _weak_type=aval.weak_type)
     return lax.convert_element_type_p.bind(x, new_dtype=aval.dtype, weak_type=aval.weak_type)
 
 
@@ -462,6 +484,11 @@ def jacrev(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False):
         res = vjp(f_dyn, *dyn, has_aux=has_aux)
         y, pullback = res[0], res[1]
         flat_y, y_tree = tree_util.tree_flatten(y)
+        for yl in flat_y:
+            if not is_float(get_aval(yl).dtype):
+                raise _type_error(f"jacrev requires real-valued outputs (output dtype that is a sub-dtype of "
+                                  f"np.floating), but got {get_aval(yl).dtype.name}. For differentiation of "
+                                  "functions with integer outputs, use jax.vjp directly.")
         basis, n = _std_basis(flat_y)
         cts = vmap(lambda *ct: pullback(tree_util.tree_unflatten(y_tree, list(ct))))(*basis)
         # cts: per input (tuple over argnums), leaves [n, *in]; regroup per output leaf
