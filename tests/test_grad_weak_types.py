@@ -130,6 +130,17 @@ def test_weak_types_of_transformation_results_match_jax(tname):
                (pname, fname, tname), lambda n: (primal(n),), k)
 
 
+def test_weak_types_under_x64_match_jax(x64):
+    """With ``jax_enable_x64``: a Python float is a weak float64, an f64 array stays float64."""
+    primals = {k: PRIMALS[k] for k in ("py float", "f32[]", "f64[2]")}
+    funs = {k: FUNS[k] for k in ("x*2", "where", "astype", "const")}
+    ours_t, ref_t = _transforms(minixla, mnp), _transforms(jax, jnp)
+    cases = itertools.product(ours_t, primals.items(), funs.items())
+    for k, (tname, (pname, primal), (fname, fun)) in enumerate(cases):
+        _check(lambda x: ours_t[tname](fun(mnp), x), lambda x: ref_t[tname](fun(jnp), x),
+               (pname, fname, tname), lambda n: (primal(n),), k)
+
+
 PAIRS = {  # mixed weak and strong primals, for argnums tuples
     "py float, f16": lambda n: (1.5, np.array([1., 2.], np.float16)),
     "weak, bf16": lambda n: (n.asarray(1.5), np.array([1., 2.], ml_dtypes.bfloat16)),
