@@ -26,7 +26,7 @@ import numpy as np
 from jax import dtypes as jax_dtypes
 
 from minixla.core import errors
-from minixla.core.avals import ShapedArray, get_aval
+from minixla.core.avals import ShapedArray, WeakScalar, get_aval
 from minixla.core.jaxpr import Literal
 from minixla.core.tracing import JaxprTrace, Tracer, new_trace, trace_to_jaxpr
 
@@ -68,13 +68,15 @@ class Zero:
 
 
 def zeros_like_aval(aval: ShapedArray):
-    """A concrete (or, inside a jaxpr trace, staged) array of zeros of ``aval``."""
+    """A concrete (or, inside a jaxpr trace, staged) array of zeros of ``aval``, weakly typed
+    when ``aval`` is (JAX's ``zeros_like_shaped_array``: the zero tangent of a weak primal is
+    weak, so ``jvp`` of a Python float and ``grad`` at one keep the weak type)."""
     from minixla import lax
     if aval.dtype == float0:
         return np.zeros(aval.shape, float0)
-    if aval.shape == ():
+    if aval.shape == () and not aval.weak_type:
         return np.zeros((), aval.dtype)[()]
-    return lax.full(aval.shape, 0, aval.dtype)
+    return lax.full(aval.shape, 0, aval.dtype, _weak_type=aval.weak_type)
 
 
 def instantiate(t):
@@ -301,7 +303,7 @@ def backward_pass(jaxpr, consts, cts_out, args=None, split=True):
     # non-linear equations (none are staged by linearize, but a linear jaxpr may have them)
     for eqn in jaxpr.eqns:
         if not any(not isinstance(a, Literal) and a.id in linear for a in eqn.invars):
-            vals = [a.value if isinstance(a, Literal) else env[a.id] for a in eqn.invars]
+            vals = [_literal_value(a) if isinstance(a, Literal) else env[a.id] for a in eqn.invars]
             out = eqn.primitive.bind(*vals, **eqn.params)
             for v, o in zip(eqn.outvars, out if eqn.primitive.multiple_results else [out]):
                 env[v.id] = o
@@ -320,7 +322,7 @@ def backward_pass(jaxpr, consts, cts_out, args=None, split=True):
         cts = [ct_env.pop(v.id, Zero(v.aval)) for v in eqn.outvars]
         if all(isinstance(c, Zero) for c in cts):
             continue
-        args = [a.value if isinstance(a, Literal) else
+        args = [_literal_value(a) if isinstance(a, Literal) else
                 UndefinedPrimal(a.aval) if a.id in linear else env[a.id] for a in eqn.invars]
         rule = transpose_rules.get(eqn.primitive)
         if rule is None:
@@ -331,6 +333,12 @@ def backward_pass(jaxpr, consts, cts_out, args=None, split=True):
         for a, c in zip(eqn.invars, ct_in):
             write(a, c)
     return [ct_env.get(v.id, Zero(v.aval)) for v in jaxpr.invars]
+
+
+def _literal_value(a: Literal):
+    """A literal operand's value; a weak literal stays weak (a ``WeakScalar``), so the
+    cotangent it multiplies keeps JAX's weak type (``ct * 2.0`` of a weak ``ct`` is weak)."""
+    return WeakScalar(a.value) if a.aval.weak_type else a.value
 
 
 def _mixes_known_and_linear(jaxpr, linear_in) -> bool:

@@ -13,7 +13,7 @@ import numpy as np
 from jax import tree_util
 
 from minixla.core import errors
-from minixla.core.avals import get_aval
+from minixla.core.avals import WeakScalar, get_aval, weak_array
 from minixla.core.tracing import Tracer, new_trace, staging_constant_ops, trace_to_jaxpr
 from minixla.core.tracing import flatten_fun as _flatten_fun_kw
 from minixla.interpreters import ad, ad_rules, ad_scatter_rules, jit_call, sharding_rules  # noqa: F401 (they register rules)
@@ -27,10 +27,13 @@ def _wraps(fun):
 
 
 def _leaf_out(x):
-    """An output leaf: tracers unchanged, concrete values as numpy arrays of their minixla dtype."""
+    """An output leaf: tracers unchanged, concrete values as numpy arrays of their minixla dtype;
+    a Python scalar (or a ``WeakScalar``) becomes a weakly typed array (``WeakArray``), as
+    JAX's outputs are weak there."""
     if isinstance(x, Tracer) or isinstance(x, np.ndarray):
         return x
-    return np.asarray(x, get_aval(x).dtype)
+    aval = get_aval(x)
+    return weak_array(np.asarray(x, aval.dtype), aval.weak_type)
 
 
 def _instantiate_out(t, primal):
@@ -93,7 +96,9 @@ def jvp(fun, primals, tangents, has_aux=False):
                             "or in case of int/bool primal dtype the tangent dtype must be float0."
                             f"Got primal dtype {pa.dtype.name} and so expected tangent dtype {want}, but "
                             f"got tangent dtype {ta.dtype.name} instead.")
-        tans.append(Zero(tangent_aval(pa)) if want == float0 else t)
+        # (a tangent takes its primal's weak type, as in JAX: jvp at a Python float with a
+        # float32 tangent gives weakly typed tangents)
+        tans.append(Zero(tangent_aval(pa)) if want == float0 else _cast_like(t, tangent_aval(pa)))
     flat_fun, out_store = flatten_fun(_aux_fun(fun, has_aux), tree_p)
     p_out, t_out = ad.jvp_flat(lambda *xs: flat_fun(*xs), flat_p, tans)
     out_tree = out_store[0]
@@ -154,6 +159,8 @@ def linearize(fun, *primals, has_aux=False):
         if t_tree != in_tree:
             raise _type_error(f"linearized function called on tangent values inconsistent with the original "
                             f"primal values: expected tree structure {in_tree}, got {t_tree}")
+        for t, p in zip(flat_t, flat_p):
+            _check_linearized_tangent(t, get_aval(p))
         outs = lin(*flat_t)
         return tree_util.tree_unflatten(main_tree, [_leaf_out(x) for x in outs[:n_main]])
     f_jvp.jaxpr = lin.closed
@@ -161,6 +168,22 @@ def linearize(fun, *primals, has_aux=False):
     if has_aux:
         return primal_out[0], f_jvp, primal_out[1]
     return primal_out, f_jvp
+
+
+def _check_linearized_tangent(t, primal):
+    """JAX's ValueError for a tangent passed to ``linearize``'s ``f_jvp`` whose shape or dtype
+    is not the primal's tangent type (``float0`` for an integer primal); weak types may differ."""
+    got, want = get_aval(t), tangent_aval(primal)
+    if got.shape == want.shape and got.dtype == want.dtype:
+        return
+
+    def typ(a, weak):
+        name = "float0" if a.dtype == float0 else a.dtype.name
+        return f"{'~' if weak else ''}{name}[{','.join(map(str, a.shape))}]"
+    raise _value_error(
+        "linearized function called on tangent values inconsistent with the original primal values:\n"
+        f"Got tangent aval {typ(got, got.weak_type)} for primal aval {typ(primal, primal.weak_type)} but "
+        f"expected {typ(want, primal.weak_type)}.")
 
 
 # ---------------------------------------------------------------------------------------
@@ -295,7 +318,7 @@ def value_and_grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=F
         res = vjp(partial_f, *[args[i] for i in nums], has_aux=has_aux)
         out, pullback = res[0], res[1]
         _check_scalar(out)
-        ct = np.ones((), get_aval(out).dtype)[()]
+        ct = _ones_like_out(get_aval(out))
         if isinstance(out, Tracer):
             # (under jit: the operations on the constant seed are staged, as in JAX's jaxpr,
             # not evaluated one by one with JAX -- each an XLA compile)
@@ -308,6 +331,13 @@ def value_and_grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=F
             return (out, res[2]), g
         return out, g
     return value_and_grad_f
+
+
+def _ones_like_out(aval):
+    """The cotangent seed of a scalar output: a one of its dtype, weakly typed when the output
+    is (JAX seeds ``grad`` with ``ones_like`` of the output's aval)."""
+    one = np.ones((), aval.dtype)[()]
+    return WeakScalar(one) if aval.weak_type else one
 
 
 def _check_scalar(out):
@@ -345,16 +375,31 @@ def grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False, redu
 # Jacobians.
 
 def _std_basis(flat):
-    """One-hot tangents: for each leaf a [n, *shape] stack (n = total size) of unit vectors."""
+    """One-hot tangents: for each leaf a [n, *shape] stack (n = total size) of unit vectors, of
+    the leaf's dtype and weak type (as JAX's ``_std_basis``)."""
     sizes = [int(np.prod(get_aval(x).shape, dtype=np.int64)) for x in flat]
     total = sum(sizes)
     dtype = jax.numpy.result_type(*[get_aval(x).dtype for x in flat])
     eye = np.eye(total, dtype=dtype)
     out, start = [], 0
     for x, n in zip(flat, sizes):
-        out.append(eye[:, start:start + n].reshape((total,) + get_aval(x).shape).astype(get_aval(x).dtype))
+        a = get_aval(x)
+        out.append(weak_array(eye[:, start:start + n].reshape((total,) + a.shape).astype(a.dtype), a.weak_type))
         start += n
     return out, total
+
+
+def _cast_like(x, aval):
+    """``x`` with ``aval``'s dtype and weak type: a Jacobian block takes the type of its
+    example leaf (the output's for ``jacfwd``, the input's for ``jacrev``), as JAX's
+    ``_possible_downcast``."""
+    from minixla import lax
+    got = get_aval(x)
+    if got.dtype == aval.dtype and got.weak_type == aval.weak_type:
+        return x
+    if got.dtype == float0:  # (the float0 block of an integer leaf: zeros of its dtype)
+        return lax.full(got.shape, 0, aval.dtype, _weak_type=aval.weak_type)
+    return lax.convert_element_type_p.bind(x, new_dtype=aval.dtype, weak_type=aval.weak_type)
 
 
 def jacfwd(fun, argnums=0, has_aux=False, holomorphic=False):
@@ -382,11 +427,11 @@ def jacfwd(fun, argnums=0, has_aux=False, holomorphic=False):
 
         def push(*ts):
             res = jvp(f_flat, tuple(flat), tuple(ts), has_aux=has_aux)
-            return (res[1], res[2]) if has_aux else res[1]
-        out = vmap(push, in_axes=0, out_axes=0 if not has_aux else (0, None))(*basis)
-        jac, aux = out if has_aux else (out, None)
+            return (res[1], res[0], res[2]) if has_aux else (res[1], res[0])
+        out = vmap(push, in_axes=0, out_axes=(0, None, None) if has_aux else (0, None))(*basis)
+        jac, y, aux = out if has_aux else out + (None,)
         jac = tree_util.tree_map(lambda j: _basis_to_last(j, n), jac)
-        jac = _split_jac(jac, flat, in_tree, isinstance(argnums, int), last=True)
+        jac = _split_jac(jac, flat, in_tree, isinstance(argnums, int), last=True, outs=y)
         return (jac, aux) if has_aux else jac
     return jacfun
 
@@ -397,12 +442,13 @@ def _basis_to_last(j, n):
     return moveaxis(j, 0, nd - 1) if nd > 1 else j
 
 
-def _split_jac(jac, flat, in_tree, single, last):
-    """Per output leaf ``[*out, n]`` (or ``[n, *out]``) into per-input blocks ``[*out, *in]``."""
+def _split_jac(jac, flat, in_tree, single, last, outs):
+    """Per output leaf ``[*out, n]`` (or ``[n, *out]``) into per-input blocks ``[*out, *in]``,
+    each of the dtype and weak type of its output leaf (``outs``, a pytree like ``jac``)."""
     from minixla import lax
     sizes = [int(np.prod(get_aval(x).shape, dtype=np.int64)) for x in flat]
 
-    def split(j):
+    def split(j, y):
         shape = get_aval(j).shape
         out_shape = shape[:-1] if last else shape[1:]
         blocks, start = [], 0
@@ -413,11 +459,11 @@ def _split_jac(jac, flat, in_tree, single, last):
             b = lax.slice(j, lo, hi) if shape else j
             in_shape = get_aval(x).shape
             new = out_shape + in_shape if last else in_shape + out_shape
-            blocks.append(lax.reshape(b, new))
+            blocks.append(_cast_like(lax.reshape(b, new), get_aval(y)))
             start += n
         tree = tree_util.tree_unflatten(in_tree, [_leaf_out(b) for b in blocks])
         return tree[0] if single else tree
-    return tree_util.tree_map(split, jac)
+    return tree_util.tree_map(split, jac, outs)
 
 
 def jacrev(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False):
@@ -438,6 +484,11 @@ def jacrev(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False):
         res = vjp(f_dyn, *dyn, has_aux=has_aux)
         y, pullback = res[0], res[1]
         flat_y, y_tree = tree_util.tree_flatten(y)
+        for yl in flat_y:
+            if not is_float(get_aval(yl).dtype):
+                raise _type_error(f"jacrev requires real-valued outputs (output dtype that is a sub-dtype of "
+                                  f"np.floating), but got {get_aval(yl).dtype.name}. For differentiation of "
+                                  "functions with integer outputs, use jax.vjp directly.")
         basis, n = _std_basis(flat_y)
         cts = vmap(lambda *ct: pullback(tree_util.tree_unflatten(y_tree, list(ct))))(*basis)
         # cts: per input (tuple over argnums), leaves [n, *in]; regroup per output leaf
@@ -448,10 +499,11 @@ def jacrev(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False):
         start = 0
         for yl, m in zip(flat_y, sizes):
             blocks = []
-            for c in flat_in:
+            for c, x in zip(flat_in, tree_util.tree_leaves(dyn)):
                 cshape = get_aval(c).shape
                 b = lax.slice(c, [start] + [0] * (len(cshape) - 1), list((start + m,) + cshape[1:]))
-                blocks.append(_leaf_out(lax.reshape(b, get_aval(yl).shape + cshape[1:])))
+                blocks.append(_leaf_out(_cast_like(lax.reshape(b, get_aval(yl).shape + cshape[1:]),
+                                                   get_aval(x))))
             tree = tree_util.tree_unflatten(in_tree, blocks)
             per_out.append(tree[0] if isinstance(argnums, int) else tree)
             start += m
