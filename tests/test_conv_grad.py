@@ -16,6 +16,10 @@ CONFIGS = {
     "nhwc_groups": ((2, 7, 6, 4), (3, 2, 2, 6), (2, 2), "SAME", None, (1, 2), ("NHWC", "HWIO", "NHWC"), 2),
     "depthwise_lhs_dilated": ((2, 6, 9, 5), (6, 1, 3, 3), (1, 2), [(2, 0), (1, 1)], (2, 1), None, None, 6),
     "1d_transposed": ((1, 2, 5), (4, 1, 3), (2,), [(1, 2)], (3,), (1,), None, 2),
+    # an empty output (the window never fits): zero cotangents, where the transposes' padding
+    # arithmetic gave the kernel cotangent a wrong shape and the hand-off a kernel of size 0
+    "empty_output_2d": ((2, 4, 4, 1), (4, 2, 2, 2), (3, 3), [(3, 3), (1, -1)], (3, 3), (2, 2), None, 2),
+    "empty_output_1d": ((2, 2, 3), (2, 2, 3), (1,), [(0, -1)], (2,), (2,), None, 1),
 }
 
 

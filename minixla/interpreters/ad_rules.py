@@ -490,7 +490,10 @@ def _conv_lhs_t(ct, lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dila
     """d lhs = conv(ct, kernel flipped in space with its in/out features swapped), strides and
     lhs dilation exchanged. The kernel's out features (G groups of Og) move into its in-feature
     axis group-major so the same ``feature_group_count`` applies. Padding: ``K_d - 1 - lo`` before
-    and whatever makes the result the input's size after (K_d, L_d, O_d: dilated sizes)."""
+    and whatever makes the result the input's size after (K_d, L_d, O_d: dilated sizes). An
+    empty output's cotangent is zeros (the padding arithmetic assumes an output window)."""
+    if 0 in _shape(ct):
+        return zeros_like_aval(lhs.aval)
     dn = dimension_numbers
     G = feature_group_count
     lhs_shape = lhs.aval.shape
@@ -520,7 +523,10 @@ def _conv_rhs_t(ct, lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dila
     """d rhs[o, c, k] = sum over n, y of ct[n, o, y] * lhs_padded[n, c, y*s + k*r]: a convolution of
     ``lhs`` (its batch and feature roles swapped) with ``ct`` as the kernel (contracting the
     batch), window stride r and kernel dilation s exchanged; the result comes out in the
-    kernel's own layout. Feature groups are done one at a time (no batch_group_count yet)."""
+    kernel's own layout. Feature groups are done one at a time (no batch_group_count yet). An
+    empty output gives zeros (as JAX: ``ct`` would be a kernel of spatial size 0, which XLA refuses)."""
+    if 0 in _shape(ct):
+        return zeros_like_aval(rhs.aval)
     dn = dimension_numbers
     G = feature_group_count
     rhs_shape = rhs.aval.shape

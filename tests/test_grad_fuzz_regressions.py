@@ -1,0 +1,61 @@
+"""Derivatives of the shapes the grad fuzzer (``python -m minixla.fuzz --mode grad``) reported,
+against JAX: ``dynamic_update_slice`` with an update that has a size-0 dimension (the start
+clamp then allows ``start == dim``) after ops whose derivative is infinite at a point (``fmod``
+by 0: JAX's zero cotangent times ``-inf`` is NaN, and so must ours be), under ``grad``, ``vjp``
+and ``vmap`` with batched starts; eagerly and on both backends."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import minixla
+import minixla.numpy as mnp
+from minixla import lax
+
+from ad_cases import MODES, run
+
+X = np.array([[[1.5, -2.0]]], np.float32)
+Y = np.array([[[0.0, 4.0]]], np.float32)
+#: starts below 0, at 0, at the dim (allowed for a size-0 update) and past it
+STARTS = np.array([[0, 0, 0], [1, 1, 2], [-2, 4, 3], [0, 1, 1]], np.int32)
+
+
+def _loss(L, np_, sizes):
+    def f(a, b, s):
+        c = np_.fmod(a, b)
+        upd = c[tuple(slice(0, n) for n in sizes)]
+        z = L.dynamic_update_slice(c, upd, [s[0], s[1], s[2]])
+        return np_.sum(z * np_.arange(1.0, 3.0, dtype=np.float32))
+    return f
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("sizes", [(1, 0, 2), (0, 1, 1), (1, 1, 2)])
+def test_dynamic_update_slice_empty_update_grad_matches_jax(sizes, mode):
+    with np.errstate(all="ignore"):
+        want = [jax.grad(_loss(jax.lax, jnp, sizes), argnums=(0, 1))(X, Y, s) for s in STARTS]
+
+    def ours(a, b, starts):
+        g = minixla.grad(_loss(lax, mnp, sizes), argnums=(0, 1))
+        return [g(a, b, starts[k]) for k in range(len(STARTS))]
+    got = run(mode, ours, X, Y, STARTS)
+    for s, g, w in zip(STARTS, got, want):
+        for gi, wi in zip(g, w):
+            np.testing.assert_array_equal(np.asarray(gi), np.asarray(wi), err_msg=f"starts {s}")
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_dynamic_update_slice_empty_update_vjp_and_vmap_match_jax(mode):
+    ct = np.array([[[0.25, -3.0]]], np.float32)
+
+    def f(L, np_, vjp, vmap):
+        def g(a, b, t, starts):
+            dus = lambda a, s: L.dynamic_update_slice(a, np_.fmod(a, b)[:, :0], [s[0], s[1], s[2]])  # noqa: E731
+            y, pull = vjp(lambda a: dus(a, starts[2]), a)
+            return y, pull(t), vmap(dus, in_axes=(None, 0))(a, starts)
+        return g
+    with np.errstate(all="ignore"):
+        want = f(jax.lax, jnp, jax.vjp, jax.vmap)(X, Y, ct, STARTS)
+    got = run(mode, f(lax, mnp, minixla.vjp, minixla.vmap), X, Y, ct, STARTS)
+    for gi, wi in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
+        np.testing.assert_array_equal(np.asarray(gi), np.asarray(wi))
