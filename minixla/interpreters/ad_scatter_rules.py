@@ -12,7 +12,8 @@
   ``NotImplementedError`` otherwise, and so do we).
 * ``scatter-min``/``scatter-max``: the tangent of each result element is the average of the
   tangents of every contender (operand element or update) that equals the result, the tie
-  rule of ``reduce_max`` and JAX's.
+  rule of ``reduce_max``, computed with JAX's own formula (a NaN result, which no contender
+  equals, has tangent 0).
 * transposes: ``scatter`` (unique indices, as JAX) and ``scatter-mul`` in its operand.
 """
 from __future__ import annotations
@@ -129,7 +130,26 @@ def _scatter_mul_t(ct, x, idx, upd, *, dimension_numbers, indices_are_sorted=Fal
     return [t_x, None, None]
 
 
+def _jax_gather(x_shape, idx, upd_shape, dn, src):
+    """``src`` read back at each update element's target as JAX's scatter-min/max JVP reads
+    it: ``lax.gather`` with its default mode (FILL_OR_DROP, whatever the scatter's mode), so an
+    out-of-bounds window reads the default fill (NaN for floats)."""
+    win = iter(upd_shape[d] for d in dn.update_window_dims)
+    sizes = tuple(1 if d in dn.inserted_window_dims else next(win) for d in range(len(x_shape)))
+    if any(s > n for s, n in zip(sizes, x_shape)):  # an empty operand: every window was dropped
+        return L.full(upd_shape, np.nan, get_aval(src).dtype)
+    gdn = L.GatherDimensionNumbers(tuple(dn.update_window_dims), tuple(dn.inserted_window_dims),
+                                   tuple(dn.scatter_dims_to_operand_dims))
+    return L.gather_p.bind(src, idx, dimension_numbers=gdn, slice_sizes=sizes, mode=_M.FILL_OR_DROP,
+                           fill_value=None)
+
+
 def _scatter_extremum_jvp(prim):
+    """JAX's ``_scatter_extremal_jvp``, op for op: each contender (the operand element, the
+    updates) that equals the result gets an equal share. The tangent is the operand's plus a
+    ``scatter-add`` of ``t_x[idx] * (-1 + share_x) / refs + t_u * share_u``: where nothing
+    equals the result (a NaN one: NaN == NaN is false) the operand's tangent is taken back
+    out and the tangent is 0, as in JAX (a division by the count of winners gave 0/0 = NaN)."""
     def rule(primals, tangents, *, dimension_numbers, indices_are_sorted=False, unique_indices=False, mode=None):
         x, idx, upd = primals
         tx, _, tu = tangents
@@ -139,14 +159,20 @@ def _scatter_extremum_jvp(prim):
         if isinstance(tx, Zero) and isinstance(tu, Zero):
             return ans, Zero(tangent_aval(get_aval(ans)))
         tx, tu = instantiate(tx), instantiate(tu)
+        dn, xs, us = dimension_numbers, _shape(x), _shape(upd)
         dtype = get_aval(x).dtype
-        x_wins = L.convert_element_type(L.eq(x, ans), dtype)
-        u_wins = L.convert_element_type(
-            L.eq(upd, _inverse_gather(_shape(x), idx, _shape(upd), dimension_numbers, mode, ans)), dtype)
-        add = dict(params, unique_indices=False)
-        count = L.add(x_wins, L.scatter_add_p.bind(_zeros(x), idx, u_wins, **add))
-        total = L.add(L.mul(tx, x_wins), L.scatter_add_p.bind(_zeros(x), idx, L.mul(tu, u_wins), **add))
-        return ans, L.div(total, count)
+        one, zero = L.full(us, 1, dtype), L.full(us, 0, dtype)
+        target = _jax_gather(xs, idx, us, dn, ans)
+        successful = L.eq(upd, target)
+        retained = L.eq(_jax_gather(xs, idx, us, dn, x), target)
+        add = dict(dimension_numbers=dn, indices_are_sorted=False, unique_indices=False, mode=_M.FILL_OR_DROP)
+        num_updates = _jax_gather(xs, idx, us, dn, L.scatter_add_p.bind(_zeros(x), idx, L.select(successful, one, zero), **add))
+        num_refs = _jax_gather(xs, idx, us, dn, L.scatter_add_p.bind(_zeros(x), idx, one, **add))
+        plus_one = L.div(one, L.add(num_updates, one))
+        updates_coef = L.select(successful, L.select(retained, plus_one, L.div(one, num_updates)), zero)
+        operand_coef = L.div(L.add(L.neg(one), L.select(retained, plus_one, zero)), num_refs)
+        tangent_updates = L.add(L.mul(_jax_gather(xs, idx, us, dn, tx), operand_coef), L.mul(tu, updates_coef))
+        return ans, L.scatter_add_p.bind(tx, idx, tangent_updates, **params)
     jvp_rules[prim] = rule
 
 
