@@ -12,7 +12,9 @@ programs do not do it:
 - a product of two scalar broadcasts is reassociated, ``(x * c1) * c2 -> x * (c1 * c2)``:
   ``lognormal`` is ``exp(erf_inv(u) * (sigma * sqrt 2))`` for a scalar ``sigma`` (the two
   roundings of ``normal(...) * sigma`` give another last bit in about 1 of 5 float16 values);
-- ``x ** 2`` (``integer_pow``) is ``x * x``.
+- ``x ** 2`` (``integer_pow``) is ``x * x``;
+- ``(a / b) / (c / d)`` is ``(a d) / (b c)`` (``f``), ``a / b ** c`` is ``a * b ** -c``
+  (``ball``).
 
 ``multivariate_normal`` and ``orthogonal`` factor a matrix with ``minixla.numpy.linalg``: their
 samples are JAX's to the factorization's rounding (a few ulp), not bit for bit (and ``'svd'``
@@ -263,9 +265,11 @@ def f(key, dfnum, dfden, shape=None, dtype=None):
     dfden = lax.convert_element_type(dfden, dtype)
     dfnum = lax.convert_element_type(dfnum, dtype)
     k_dfd, k_dfn = _keys2(typed, base)
-    num = mnp.divide(chisquare(k_dfn, dfnum, shape, dtype), dfnum)
-    den = mnp.divide(chisquare(k_dfd, dfden, shape, dtype), dfden)
-    return lax.div(num, den)
+    chi2_dfn = chisquare(k_dfn, dfnum, shape, dtype)
+    chi2_dfd = chisquare(k_dfd, dfden, shape, dtype)
+    # JAX's (chi2_dfn / dfnum) / (chi2_dfd / dfden) as XLA's simplifier rewrites it,
+    # (a / b) / (c / d) -> (a d) / (b c)
+    return lax.div(mnp.multiply(chi2_dfn, dfden), mnp.multiply(chi2_dfd, dfnum))
 
 
 def generalized_normal(key, p, shape=(), dtype=None):
@@ -301,8 +305,9 @@ def ball(key, d, p=2, shape=(), dtype=None):
     p_aval = get_aval(p)
     norm_p = mnp.sum(_power(lax.abs(g), _as(p, p_aval.dtype), p_aval), axis=-1)
     inv_p, inv_aval = _true_divide_one_by(p)
-    r = _power(mnp.add(norm_p, e), inv_p, inv_aval)
-    return mnp.divide(g, mnp.expand_dims(r, -1))
+    # JAX's g / (...) ** (1 / p), as XLA's simplifier rewrites it: a / b ** c -> a * b ** -c
+    r = _power(mnp.add(norm_p, e), lax.neg(inv_p), inv_aval)
+    return mnp.multiply(g, mnp.expand_dims(r, -1))
 
 
 def multivariate_normal(key, mean, cov, shape=None, dtype=None, method="cholesky"):
