@@ -247,9 +247,13 @@ def wald(key, mean, shape=None, dtype=None):
     y = lax.mul(v, v)
     y_sq = lax.mul(y, y)
     mean_sq = lax.mul(mean, mean)
-    sqrt_term = lax.sqrt(lax.add(lax.mul(lax.mul(_c(4, dtype), mean), y), lax.mul(mean_sq, y_sq)))
     half = _c(0.5, dtype)
-    x = lax.sub(lax.add(mean, lax.mul(lax.mul(mean_sq, y), half)), lax.mul(lax.mul(mean, half), sqrt_term))
+    if dtype.itemsize >= 4:  # (XLA:CPU contracts these float32/64 products into FMAs)
+        sqrt_term = lax.sqrt(lax.fma(lax.mul(_c(4, dtype), mean), y, lax.mul(mean_sq, y_sq)))
+        x = lax.fma(lax.neg(lax.mul(mean, half)), sqrt_term, lax.add(mean, lax.mul(lax.mul(mean_sq, y), half)))
+    else:
+        sqrt_term = lax.sqrt(lax.add(lax.mul(lax.mul(_c(4, dtype), mean), y), lax.mul(mean_sq, y_sq)))
+        x = lax.sub(lax.add(mean, lax.mul(lax.mul(mean_sq, y), half)), lax.mul(lax.mul(mean, half), sqrt_term))
     return lax.select(lax.le(z, lax.div(mean, lax.add(mean, x))), x, lax.div(mean_sq, x))
 
 
