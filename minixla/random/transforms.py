@@ -193,6 +193,9 @@ def maxwell(key, shape=(), dtype=None):
     dtype = _float_dtype("maxwell", dtype)
     shape = canonicalize_shape(shape)
     n = _s.normal(_rewrap(typed, base), (*shape, 3), dtype)
+    if dtype.itemsize == 8:  # (XLA:CPU contracts the float64 squares into the sum: FMAs)
+        x0, x1, x2 = (lax.reshape(lax.slice_in_dim(n, i, i + 1, axis=len(shape)), shape) for i in range(3))
+        return lax.sqrt(lax.fma(x2, x2, lax.fma(x1, x1, lax.mul(x0, x0))))
     return mnp.sqrt(mnp.sum(lax.mul(n, n), axis=-1))
 
 
