@@ -187,16 +187,36 @@ def weibull_min(key, scale, concentration, shape=(), dtype=None):
 
 def maxwell(key, shape=(), dtype=None):
     """One-sided Maxwell floats (``jax.random.maxwell``): the norm of 3 standard normals,
-    ``sqrt(sum(n * n))`` over a trailing axis of 3 (summed in float32 for float16, as
-    ``jnp.linalg.norm``). Raises ``ValueError`` for a non-float dtype."""
+    ``sqrt(sum(n * n))`` over a trailing axis of 3 (``jnp.linalg.norm``: summed in float32
+    for float16). Raises ``ValueError`` for a non-float dtype."""
     base, typed = _key_base("maxwell", key)
     dtype = _float_dtype("maxwell", dtype)
     shape = canonicalize_shape(shape)
     n = _s.normal(_rewrap(typed, base), (*shape, 3), dtype)
-    if dtype.itemsize == 8:  # (XLA:CPU contracts the float64 squares into the sum: FMAs)
-        x0, x1, x2 = (lax.reshape(lax.slice_in_dim(n, i, i + 1, axis=len(shape)), shape) for i in range(3))
-        return lax.sqrt(lax.fma(x2, x2, lax.fma(x1, x1, lax.mul(x0, x0))))
-    return mnp.sqrt(mnp.sum(lax.mul(n, n), axis=-1))
+    if dtype.itemsize < 4:
+        return lax.sqrt(_sum_last(lax.mul(n, n)))
+    # XLA:CPU fuses the squares into its row sum and contracts them into FMAs, in an order of its
+    # own: float32 (up to ~1,000 rows; larger arrays are reduced another way) x1^2 first
+    x0, x1, x2 = (lax.reshape(lax.slice_in_dim(n, i, i + 1, axis=len(shape)), shape) for i in range(3))
+    if dtype.itemsize == 4:
+        return lax.sqrt(lax.fma(x2, x2, lax.fma(x0, x0, lax.mul(x1, x1))))
+    return lax.sqrt(lax.fma(x2, x2, lax.fma(x1, x1, lax.mul(x0, x0))))
+
+
+def _sum_last(x):
+    """``jnp.sum(x, axis=-1)`` as XLA:CPU adds a short row, one element after the other from
+    0 (float16/bfloat16 in float32, as ``jnp.sum``), written out so that every backend adds in
+    that order. Rows longer than 8: ``minixla.numpy.sum``."""
+    shape = get_aval(x).shape
+    dtype = get_aval(x).dtype
+    if shape[-1] > 8:
+        return mnp.sum(x, axis=-1)
+    acc_dtype = np.dtype(np.float32) if dtype.itemsize < 4 else dtype
+    acc = lax.full(shape[:-1], 0, acc_dtype)
+    for i in range(shape[-1]):
+        col = lax.reshape(lax.slice_in_dim(x, i, i + 1, axis=len(shape) - 1), shape[:-1])
+        acc = lax.add(acc, _as(col, acc_dtype))
+    return _as(acc, dtype)
 
 
 def double_sided_maxwell(key, loc, scale, shape=(), dtype=None):
@@ -310,7 +330,7 @@ def ball(key, d, p=2, shape=(), dtype=None):
     g = _generalized_normal(typed, _key_base("ball", k1)[0], p, (*shape, d), dtype, gamma)
     e = _s.exponential(k2, shape, dtype)
     p_aval = get_aval(p)
-    norm_p = mnp.sum(_power(lax.abs(g), _as(p, p_aval.dtype), p_aval), axis=-1)
+    norm_p = _sum_last(_power(lax.abs(g), _as(p, p_aval.dtype), p_aval))
     inv_p, inv_aval = _true_divide_one_by(p)
     # JAX's g / (...) ** (1 / p), as XLA's simplifier rewrites it: a / b ** c -> a * b ** -c
     r = _power(mnp.add(norm_p, e), lax.neg(inv_p), inv_aval)
