@@ -48,6 +48,10 @@ def _check_broadcast_shapes(name, shape, *args):
     if shape is None:
         return tuple(np.broadcast_shapes(*shapes)) if shapes else ()
     shape = canonicalize_shape(shape)
+    try:
+        np.broadcast_shapes(shape, *shapes)
+    except ValueError:
+        raise ValueError(f"Incompatible shapes for broadcasting: shapes={[tuple(shape), *shapes]}") from None
     _s._check_shape(name, shape, *shapes)
     return shape
 
@@ -385,7 +389,8 @@ def multivariate_normal(key, mean, cov, shape=None, dtype=None, method="cholesky
     else:
         factor = mnp.linalg.cholesky(cov)
     normals = _s.normal(_rewrap(typed, base), shape + (n,), dtype)
-    return mnp.add(mean, mnp.einsum("...ij,...j->...i", factor, normals))
+    product = mnp.matmul(factor, mnp.expand_dims(normals, -1))  # (JAX: einsum('...ij,...j->...i'))
+    return mnp.add(mean, mnp.squeeze(product, -1))
 
 
 def orthogonal(key, n, shape=(), dtype=None, m=None):
