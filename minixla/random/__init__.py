@@ -35,7 +35,7 @@ from minixla.random.samplers import (bernoulli, bits, categorical, exponential, 
                                      laplace, logistic, normal, permutation, choice, rademacher, randint,
                                      truncated_normal, uniform)
 from minixla.random.threefry import threefry2x32, threefry_2x32  # noqa: F401
-from minixla.random.gamma import beta, chisquare, dirichlet, gamma, loggamma, t  # noqa: F401
+from minixla.random.gamma import beta, chisquare, dirichlet, gamma, loggamma, random_gamma_p, t  # noqa: F401
 from minixla.random.poisson import poisson  # noqa: F401
 from minixla.random.keys import clone, key_dtype  # noqa: F401
 from minixla.random.transforms import (ball, cauchy, double_sided_maxwell, f, generalized_normal,  # noqa: F401
@@ -49,4 +49,4 @@ __all__ = ["PRNGKey", "PRNGKeyArray", "key", "split", "fold_in", "key_data", "wr
            "gamma", "loggamma", "beta", "dirichlet", "chisquare", "t", "poisson", "threefry2x32", "threefry_2x32",
            "clone", "key_dtype", "cauchy", "lognormal", "pareto", "rayleigh", "weibull_min", "maxwell",
            "double_sided_maxwell", "triangular", "wald", "f", "generalized_normal", "ball",
-           "multivariate_normal", "orthogonal", "geometric", "binomial", "multinomial"]
+           "multivariate_normal", "orthogonal", "geometric", "binomial", "multinomial", "random_gamma_p"]
