@@ -63,7 +63,7 @@ def _reference(shape, dt, seed):
 
 
 #: every case with MINIXLA_DEEP_FUZZ=1; by default the scalar shape in float32 only, and under
-#: jit float16 only for the samplers without gamma loops (each eager op and each loop compiles)
+#: jit of the samplers with gamma loops only float32 ``ball`` (each eager op and each loop compiles)
 DEEP = bool(os.environ.get("MINIXLA_DEEP_FUZZ"))
 GAMMA_BASED = ("f", "generalized_normal", "ball")
 
@@ -71,7 +71,7 @@ GAMMA_BASED = ("f", "generalized_normal", "ball")
 @pytest.mark.parametrize("dt", [F32, F16])
 def test_eager_bit_identical(dt):
     for shape in SHAPES if DEEP or dt is F32 else SHAPES[:1]:
-        for seed in SEEDS:
+        for seed in SEEDS if DEEP or shape else SEEDS[:1]:
             want = _reference(shape, dt, seed)
             for name, fn in _cases(shape, dt).items():
                 got = _bits(fn(mr, mr.PRNGKey(seed)))
@@ -90,7 +90,7 @@ def test_jit_bit_identical(backend):
     # another product for some elements, 1 ulp off; double_sided_maxwell is maxwell scaled)
     skip = ("maxwell", "double_sided_maxwell") if backend == "jax" else ()
     cases = {(name, dt.__name__): fn for dt in (F32, F16) for name, fn in _cases((4,), dt).items()
-             if not (dt is F32 and name in skip) and (DEEP or dt is F32 or name not in GAMMA_BASED)}
+             if not (dt is F32 and name in skip) and (DEEP or name not in GAMMA_BASED or (dt, name) == (F32, "ball"))}
     fn = minixla.jit(lambda k: [f(mr, k) for f in cases.values()], backend=backend)
     for seed in SEEDS:
         outs = fn(mr.PRNGKey(seed))
@@ -135,7 +135,7 @@ def test_binomial_and_multinomial_bit_identical():
 
 def test_size_zero_and_batch_shapes():
     k, jk = mr.PRNGKey(SEEDS[0]), jr.PRNGKey(SEEDS[0])
-    for name in ("cauchy", "maxwell", "wald", "ball"):
+    for name in ("cauchy", "wald"):
         got, want = _cases((0,), F32)[name](mr, k), _cases((0,), F32)[name](jr, jk)
         assert np.shape(got) == np.shape(want), name
     np.testing.assert_array_equal(_bits(mr.ball(k, 4, 1.5, (2, 3), F32)), _bits(jr.ball(jk, 4, 1.5, (2, 3), F32)))
@@ -154,9 +154,9 @@ def test_linalg_samplers_match_to_rounding():
     np.testing.assert_allclose(mr.multivariate_normal(k, mean, cov, (6,)),
                                jr.multivariate_normal(jk, mean, cov, (6,)), rtol=1e-5, atol=1e-5)
     for method in ("eigh", "svd"):
-        x = np.asarray(mr.multivariate_normal(k, mean, cov, (4000,), method=method))
-        np.testing.assert_allclose(np.cov(x.T), cov, atol=0.1)
-    for n, m in ((3, 3), (4, 2), (2, 4)):
+        x = np.asarray(mr.multivariate_normal(k, mean, cov, (2000,), method=method))
+        np.testing.assert_allclose(np.cov(x.T), cov, atol=0.15)
+    for n, m in ((3, 3), (2, 4)):
         q = np.asarray(mr.orthogonal(k, n, (2,), m=m))
         np.testing.assert_allclose(q, jr.orthogonal(jk, n, (2,), m=m), rtol=1e-5, atol=1e-5)
 
