@@ -98,7 +98,7 @@ PRIMITIVE_OPCODES = {
     # minixla.random's gamma sampler (issue 14): threefry keys, normals, uniforms in two while loops
     "random_gamma": ["abs", "add", "and", "bitcast-convert", "compare", "concatenate", "divide", "fma",
                      "get-tuple-element", "iota", "log", "log-plus-one", "maximum", "multiply", "negate",
-                     "or", "power", "reduce", "select", "shift-left", "shift-right-logical", "slice", "sqrt",
+                     "or", "power", "reduce", "rsqrt", "select", "shift-left", "shift-right-logical", "slice", "sqrt",
                      "subtract", "tuple", "while", "xor"],
     "cond": ["conditional", "tuple", "get-tuple-element"], "while": ["while", "tuple", "get-tuple-element"],
     "scan": ["while", "tuple", "get-tuple-element", "dynamic-slice", "dynamic-update-slice", "compare",

@@ -85,7 +85,7 @@ def _gamma_one(key, alpha, log_space, impl=rbg.IMPLS["threefry2x32"]):
     alpha_orig = alpha
     alpha = lax.select(boost_mask, alpha, lax.add(alpha, one))
     d = lax.sub(alpha, c(1. / 3.))
-    cc = lax.div(c(1. / 3.), lax.sqrt(d))
+    cc = lax.mul(c(1. / 3.), lax.rsqrt(d))  # (XLA rewrites JAX's (1/3) / sqrt(d) so)
 
     def accept_not_yet(state):
         _, X, V, U = state

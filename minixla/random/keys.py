@@ -287,3 +287,15 @@ def wrap_key_data(key_bits_array, *, impl=None, dtype=None):
     if isinstance(key_bits_array, PRNGKeyArray):
         raise TypeError("wrap_key_data takes raw key data, got a typed key array")
     return PRNGKeyArray(key_bits_array, impl.name)
+
+
+def key_dtype(impl_spec=None):
+    """The dtype of typed keys of an implementation (``jax.random.key_dtype``): ``key<fry>``
+    (default), ``key<rbg>``, ``key<urbg>``. Raises ``UnsupportedError`` for another one."""
+    return KeyDType(_check_impl(impl_spec).name)
+
+
+def clone(key):
+    """The same key, for reuse (``jax.random.clone``: outside JAX's key-reuse checking, which
+    minixla does not have, the identity)."""
+    return key
