@@ -101,12 +101,6 @@ def _binomial_inversion(key, count, prob, shape, dtype, max_iters, impl):
     return lax.convert_element_type(lax.sub(k, np.asarray(1, pdt)), dtype)
 
 
-def _fma(a, b, c):
-    """``a * b + c`` as XLA:CPU computes JAX's: one FMA in float32/64, two roundings in
-    float16/bfloat16 (computed in float32 and rounded after each op, not contracted)."""
-    if get_aval(c).dtype.itemsize >= 4:
-        return lax.fma(a, b, c)
-    return lax.add(lax.mul(a, b), c)
 
 
 def _btrs(key, count, prob, shape, dtype, max_iters, impl):
@@ -114,9 +108,9 @@ def _btrs(key, count, prob, shape, dtype, max_iters, impl):
     c_ = lambda v: np.asarray(v, pdt)  # noqa: E731
     one = c_(1)
     stddev = lax.sqrt(lax.mul(lax.mul(count, prob), lax.sub(one, prob)))
-    b = _fma(c_(2.53), stddev, c_(1.15))
-    a = _fma(c_(0.01), prob, _fma(c_(0.0248), b, c_(-0.0873)))
-    c = _fma(count, prob, c_(0.5))
+    b = lax.fma(c_(2.53), stddev, c_(1.15))
+    a = lax.fma(c_(0.01), prob, lax.fma(c_(0.0248), b, c_(-0.0873)))
+    c = lax.fma(count, prob, c_(0.5))
     v_r = lax.sub(c_(0.92), lax.div(c_(4.2), b))
     r = lax.div(prob, lax.sub(one, prob))
     alpha = lax.mul(lax.add(c_(2.83), lax.div(c_(5.1), b)), stddev)
@@ -130,14 +124,14 @@ def _btrs(key, count, prob, shape, dtype, max_iters, impl):
         u = lax.sub(u, c_(0.5))
         us = lax.sub(c_(0.5), lax.abs(u))
         accept1 = lax.bitwise_and(lax.ge(us, c_(0.07)), lax.le(v, v_r))
-        k = lax.floor(_fma(lax.add(lax.div(lax.mul(c_(2), a), us), b), u, c))
+        k = lax.floor(lax.fma(lax.add(lax.div(lax.mul(c_(2), a), us), b), u, c))
         reject = lax.bitwise_or(lax.lt(k, c_(0)), lax.gt(k, count))
         v = lax.log(lax.div(lax.mul(v, alpha), lax.add(lax.div(a, lax.mul(us, us)), b)))
         cm1 = lax.add(lax.sub(count, m), one)
         ck1 = lax.add(lax.sub(count, k), one)
         t1 = lax.mul(lax.add(m, c_(0.5)), lax.log(lax.div(lax.add(m, one), lax.mul(r, cm1))))
-        ub = _fma(lax.add(count, one), lax.log(lax.div(cm1, ck1)), t1)
-        ub = _fma(lax.add(k, c_(0.5)), lax.log(lax.div(lax.mul(r, ck1), lax.add(k, one))), ub)
+        ub = lax.fma(lax.add(count, one), lax.log(lax.div(cm1, ck1)), t1)
+        ub = lax.fma(lax.add(k, c_(0.5)), lax.log(lax.div(lax.mul(r, ck1), lax.add(k, one))), ub)
         ub = lax.add(ub, _stirling_approx_tail(m))
         ub = lax.add(ub, _stirling_approx_tail(lax.sub(count, m)))
         ub = lax.sub(ub, _stirling_approx_tail(k))

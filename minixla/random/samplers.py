@@ -84,10 +84,9 @@ def _uniform(key, minval, maxval, shape, dtype):
                                 np.asarray(1.0, dtype).view(uint))
     floats = lax.sub(lax.bitcast_convert_type(float_bits, dtype), np.asarray(1.0, dtype))
     span = mnp.subtract(maxval, minval)
-    if nbits >= 32:  # (XLA:CPU contracts JAX's float32/64 ``floats * span + minval``)
-        out = lax.fma(floats, _bcast(span, shape), _bcast(minval, shape))
-    else:  # (float16/bfloat16: computed in float32 and rounded after each op, not contracted)
-        out = lax.add(lax.mul(floats, _bcast(span, shape)), _bcast(minval, shape))
+    # (XLA:CPU contracts JAX's ``floats * span + minval``; for float16/bfloat16 only on a host
+    # with native f16 arithmetic, which ``lax.fma`` follows: ``lax.special.xla_contracts``)
+    out = lax.fma(floats, _bcast(span, shape), _bcast(minval, shape))
     return mnp.maximum(minval, lax.reshape(out, shape))
 
 

@@ -285,12 +285,10 @@ def wald(key, mean, shape=None, dtype=None):
         y = lax.mul(v, v)
         y_sq = lax.mul(y, y)
         four_mean_y = (lax.mul(_c(4, dtype), mean), y)
-    if dtype.itemsize >= 4:  # (XLA:CPU contracts these float32/64 products into FMAs)
-        sqrt_term = lax.sqrt(lax.fma(*four_mean_y, lax.mul(mean_sq, y_sq)))
-        x = lax.fma(lax.neg(lax.mul(mean, half)), sqrt_term, lax.add(mean, lax.mul(lax.mul(mean_sq, y), half)))
-    else:
-        sqrt_term = lax.sqrt(lax.add(lax.mul(*four_mean_y), lax.mul(mean_sq, y_sq)))
-        x = lax.sub(lax.add(mean, lax.mul(lax.mul(mean_sq, y), half)), lax.mul(lax.mul(mean, half), sqrt_term))
+    # (the products XLA:CPU contracts into FMAs: float32/64 everywhere, float16/bfloat16 only on
+    # a host with native f16 arithmetic, which ``lax.fma`` follows)
+    sqrt_term = lax.sqrt(lax.fma(*four_mean_y, lax.mul(mean_sq, y_sq)))
+    x = lax.fma(lax.neg(lax.mul(mean, half)), sqrt_term, lax.add(mean, lax.mul(lax.mul(mean_sq, y), half)))
     return lax.select(lax.le(z, lax.div(mean, lax.add(mean, x))), x, lax.div(mean_sq, x))
 
 
