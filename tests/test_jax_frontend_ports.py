@@ -1,0 +1,77 @@
+"""Small real JAX programs a new user ported (a fresh-user session): each defect they hit, as a
+regression test against JAX eager on both backends and through the JAX front end."""
+import jax
+import numpy as np
+import pytest
+
+import minixla
+from minixla import lax
+
+BACKENDS = ("llvm", "jax")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_reshape_with_dimensions_matches_jax(backend):
+    # jax.vmap of a convolution binds reshape[dimensions=...]: the import raised UnsupportedError
+    x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    want = jax.lax.reshape(x, (4, 6), dimensions=(2, 0, 1))
+    np.testing.assert_array_equal(lax.reshape(x, (4, 6), dimensions=(2, 0, 1)), want)
+    f = lambda x: lax.reshape(x, (4, 6), dimensions=(2, 0, 1))  # noqa: E731
+    np.testing.assert_array_equal(minixla.jit(f, backend=backend)(x), want)
+    g = lambda x: jax.lax.reshape(x, (4, 6), dimensions=(2, 0, 1))  # noqa: E731
+    np.testing.assert_array_equal(minixla.jit(g, frontend="jax", backend=backend)(x), want)
+    with pytest.raises(TypeError, match=r"reshape dimensions must be a permutation of operand dimensions, "
+                                        r"got dimensions \(0, 0, 1\) for shape \(2, 3, 4\)"):
+        lax.reshape(x, (24,), dimensions=(0, 0, 1))
+
+
+def test_reshape_of_keys_with_dimensions_keeps_the_key_words_last():
+    # JAX eager cannot run this one (its lowering permutes the key data with the keys' rank),
+    # so the reference is the transpose-then-reshape it means
+    keys = jax.random.split(jax.random.key(0), 6).reshape(2, 3)
+    got = minixla.jit(lambda k: jax.lax.reshape(k, (6,), dimensions=(1, 0)), frontend="jax")(keys)
+    want = jax.random.key_data(keys.T.reshape(6))
+    np.testing.assert_array_equal(minixla.random.key_data(got), want)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_vmap_grad_of_a_conv_with_pooling_through_the_jax_front_end(backend):
+    def loss(k, x):
+        y = jax.lax.conv_general_dilated(x, k, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC"))
+        y = jax.lax.reduce_window(jax.nn.relu(y), -np.inf, jax.lax.max, (1, 2, 2, 1), (1, 2, 2, 1), "VALID")
+        return (y ** 2).mean()
+    per_example = lambda k, x: jax.vmap(jax.grad(loss), (None, 0))(k, x[:, None])  # noqa: E731
+    rs = np.random.RandomState(3)
+    k, x = rs.randn(3, 3, 2, 4).astype(np.float32), rs.randn(3, 4, 4, 2).astype(np.float32)
+    got = minixla.jit(per_example, frontend="jax", backend=backend)(k, x)
+    np.testing.assert_allclose(got, per_example(k, x), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_conv_batch_group_count_matches_jax(backend):
+    # jax.grad of a grouped convolution's kernel binds batch_group_count (UnsupportedError before)
+    rs = np.random.RandomState(0)
+    x, k = rs.randn(4, 2, 5).astype(np.float32), rs.randn(6, 2, 2).astype(np.float32)
+    conv = lambda m: lambda x, k: m.conv_general_dilated(x, k, (1,), [(1, 0)], batch_group_count=2)  # noqa: E731
+    want = conv(jax.lax)(x, k)
+    np.testing.assert_allclose(minixla.jit(conv(lax), backend=backend)(x, k), want, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(minixla.jit(conv(jax.lax), frontend="jax", backend=backend)(x, k), want,
+                               rtol=1e-6, atol=1e-6)
+    xg, kg = rs.randn(2, 4, 5, 5).astype(np.float32), rs.randn(4, 2, 2, 2).astype(np.float32)
+    grouped = lambda k: (jax.lax.conv_general_dilated(xg, k, (2, 1), [(1, 0), (0, 1)], rhs_dilation=(1, 2),  # noqa: E731
+                                                      feature_group_count=2) ** 2).sum()
+    np.testing.assert_allclose(minixla.jit(jax.grad(grouped), frontend="jax", backend=backend)(kg),
+                               jax.grad(grouped)(kg), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("kw, message", [
+    (dict(lhs=(3, 2, 3), rhs=(2, 2, 1)), "batch_group_count must divide lhs batch dimension size, but 2 does not divide 3"),
+    (dict(lhs=(4, 2, 3), rhs=(3, 2, 1)), "must be a multiple of batch_group_count, but 3 is not a multiple of 2"),
+    (dict(lhs=(4, 4, 3), rhs=(2, 2, 1), feature_group_count=2), "At most one of batch_group_count and feature_group_count"),
+])
+def test_conv_batch_group_count_errors_are_jaxs(kw, message):
+    lhs, rhs = np.ones(kw.pop("lhs"), np.float32), np.ones(kw.pop("rhs"), np.float32)
+    with pytest.raises(ValueError, match=message):
+        jax.lax.conv_general_dilated(lhs, rhs, (1,), "VALID", batch_group_count=2, **kw)
+    with pytest.raises(ValueError, match=message):
+        lax.conv_general_dilated(lhs, rhs, (1,), "VALID", batch_group_count=2, **kw)
