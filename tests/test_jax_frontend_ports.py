@@ -75,3 +75,16 @@ def test_conv_batch_group_count_errors_are_jaxs(kw, message):
         jax.lax.conv_general_dilated(lhs, rhs, (1,), "VALID", batch_group_count=2, **kw)
     with pytest.raises(ValueError, match=message):
         lax.conv_general_dilated(lhs, rhs, (1,), "VALID", batch_group_count=2, **kw)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_digitize_through_the_jax_front_end_matches_jax(backend):
+    # jnp.digitize binds two searchsorted loops and a select on `bins` being increasing: once
+    # the select folds, the while-loop simplifier's rewrite of the first loop removed the second
+    # as dead, and the pass then looked it up ("while... is not in list")
+    v = np.array([0.5, -1.5, 0.2, np.nan, 1.0, -0.0], np.float32)
+    f = lambda v: jax.numpy.digitize(v, jax.numpy.array([-1.0, 0.0, 1.0]))  # noqa: E731
+    got = minixla.jit(f, frontend="jax", backend=backend)(v)
+    want = f(v)
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
