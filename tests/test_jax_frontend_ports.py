@@ -88,3 +88,19 @@ def test_digitize_through_the_jax_front_end_matches_jax(backend):
     want = f(v)
     assert got.dtype == want.dtype
     np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("sampler", ["categorical", "bernoulli", "truncated_normal"])
+def test_random_shape_that_does_not_broadcast_is_jaxs_value_error(sampler):
+    # was NumPy's "shape mismatch: objects cannot be broadcast..." without the user's line
+    logits = np.ones((4, 5), np.float32)
+    calls = {"categorical": lambda r, k: r.categorical(k, logits, shape=(2, 3)),
+             "bernoulli": lambda r, k: r.bernoulli(k, np.full(4, 0.5, np.float32), shape=(3,)),
+             "truncated_normal": lambda r, k: r.truncated_normal(k, np.zeros(4, np.float32), 1.0, shape=(3,))}
+    with pytest.raises(ValueError) as want:
+        calls[sampler](jax.random, jax.random.key(0))
+    with pytest.raises(ValueError) as got:
+        calls[sampler](minixla.random, minixla.random.key(0))
+    text = str(want.value).replace("np.int64(4)", "4")  # (JAX's categorical shows a NumPy int)
+    assert str(got.value).splitlines()[0] == text
+    assert "test_jax_frontend_ports.py" in str(got.value)
