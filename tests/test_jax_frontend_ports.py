@@ -104,3 +104,32 @@ def test_random_shape_that_does_not_broadcast_is_jaxs_value_error(sampler):
     text = str(want.value).replace("np.int64(4)", "4")  # (JAX's categorical shows a NumPy int)
     assert str(got.value).splitlines()[0] == text
     assert "test_jax_frontend_ports.py" in str(got.value)
+
+
+_WEAK_CASES = {  # (minixla's, JAX's): the gradient's weak type follows the computation, as JAX's
+    "times_literal": (lambda a: a * 2, lambda a: a * 2),
+    "sin": (lambda a: minixla.numpy.sin(a), lambda a: jax.numpy.sin(a)),
+    "square": (lambda a: a * a, lambda a: a * a),
+    "times_strong": (lambda a: a * np.float32(2), lambda a: a * np.float32(2)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_WEAK_CASES))
+def test_grad_of_a_python_float_is_weakly_typed_as_in_jax(case):
+    # the seed was a strong 1.0 and the transpose read a weak literal (`2` in `a * 2`) as a
+    # strong one, so `grad(f)(1.0) + float16_array` was float32 where JAX's is float16
+    mf, jf = _WEAK_CASES[case]
+    h = np.ones(2, np.float16)
+    for x in (1.0, np.float32(1.0)):
+        want = jax.grad(jf)(x)
+        got = minixla.grad(mf)(x)
+        assert bool(getattr(got, "weak_type", False)) == want.weak_type, x
+        np.testing.assert_array_equal(got, want)
+        want_h = jax.jit(lambda h: jax.grad(jf)(x) + h)(h)
+        for backend in BACKENDS:
+            got_h = minixla.jit(lambda h: minixla.grad(mf)(x) + h, backend=backend)(h)
+            assert got_h.dtype == want_h.dtype, (x, backend)
+            np.testing.assert_array_equal(got_h, want_h)
+    want_v = jax.vjp(jf, 1.0)[1](1.0)[0]
+    got_v = minixla.vjp(mf, 1.0)[1](1.0)[0]
+    assert bool(getattr(got_v, "weak_type", False)) == want_v.weak_type

@@ -26,7 +26,7 @@ import numpy as np
 from jax import dtypes as jax_dtypes
 
 from minixla.core import errors
-from minixla.core.avals import ShapedArray, get_aval
+from minixla.core.avals import ShapedArray, WeakScalar, get_aval
 from minixla.core.jaxpr import Literal
 from minixla.core.tracing import JaxprTrace, Tracer, new_trace, trace_to_jaxpr
 
@@ -301,7 +301,7 @@ def backward_pass(jaxpr, consts, cts_out, args=None, split=True):
     # non-linear equations (none are staged by linearize, but a linear jaxpr may have them)
     for eqn in jaxpr.eqns:
         if not any(not isinstance(a, Literal) and a.id in linear for a in eqn.invars):
-            vals = [a.value if isinstance(a, Literal) else env[a.id] for a in eqn.invars]
+            vals = [_literal(a) if isinstance(a, Literal) else env[a.id] for a in eqn.invars]
             out = eqn.primitive.bind(*vals, **eqn.params)
             for v, o in zip(eqn.outvars, out if eqn.primitive.multiple_results else [out]):
                 env[v.id] = o
@@ -320,7 +320,7 @@ def backward_pass(jaxpr, consts, cts_out, args=None, split=True):
         cts = [ct_env.pop(v.id, Zero(v.aval)) for v in eqn.outvars]
         if all(isinstance(c, Zero) for c in cts):
             continue
-        args = [a.value if isinstance(a, Literal) else
+        args = [_literal(a) if isinstance(a, Literal) else
                 UndefinedPrimal(a.aval) if a.id in linear else env[a.id] for a in eqn.invars]
         rule = transpose_rules.get(eqn.primitive)
         if rule is None:
@@ -331,6 +331,12 @@ def backward_pass(jaxpr, consts, cts_out, args=None, split=True):
         for a, c in zip(eqn.invars, ct_in):
             write(a, c)
     return [ct_env.get(v.id, Zero(v.aval)) for v in jaxpr.invars]
+
+
+def _literal(a):
+    """A literal operand of an equation being transposed, keeping its weak type (``ct * 2`` of
+    a weakly typed cotangent stays weak, as in JAX)."""
+    return WeakScalar(a.value) if a.aval.weak_type else a.value
 
 
 def _mixes_known_and_linear(jaxpr, linear_in) -> bool:

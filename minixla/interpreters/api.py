@@ -13,7 +13,7 @@ import numpy as np
 from jax import tree_util
 
 from minixla.core import errors
-from minixla.core.avals import get_aval
+from minixla.core.avals import WeakScalar, get_aval
 from minixla.core.tracing import Tracer, new_trace, staging_constant_ops, trace_to_jaxpr
 from minixla.core.tracing import flatten_fun as _flatten_fun_kw
 from minixla.interpreters import ad, ad_rules, ad_scatter_rules, jit_call, sharding_rules  # noqa: F401 (they register rules)
@@ -295,7 +295,9 @@ def value_and_grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=F
         res = vjp(partial_f, *[args[i] for i in nums], has_aux=has_aux)
         out, pullback = res[0], res[1]
         _check_scalar(out)
-        ct = np.ones((), get_aval(out).dtype)[()]
+        out_aval = get_aval(out)
+        # the seed is JAX's ``_one(out)``: weakly typed when the output is
+        ct = WeakScalar(np.ones((), out_aval.dtype)[()]) if out_aval.weak_type else np.ones((), out_aval.dtype)[()]
         if isinstance(out, Tracer):
             # (under jit: the operations on the constant seed are staged, as in JAX's jaxpr,
             # not evaluated one by one with JAX -- each an XLA compile)

@@ -27,7 +27,7 @@ from jax import tree_util
 
 from minixla import lax as L
 from minixla.core import errors
-from minixla.core.avals import get_aval
+from minixla.core.avals import WeakScalar, get_aval, weak_array
 from minixla.core.primitive import Primitive, impl_rules, registry, shape_rules
 from minixla.core.tracing import find_trace
 from minixla.interpreters import calls
@@ -408,6 +408,8 @@ class _BwdRule(calls.FunctionName):
 
     def __call__(self, res_flat, res_tree, cts, operand_avals):
         t, n = self.traced, self.num_consts
+        # (a weak scalar -- grad's seed, a weak literal residual -- as an array the rule can use)
+        res_flat, cts = ([weak_array(x.value) if isinstance(x, WeakScalar) else x for x in xs] for xs in (res_flat, cts))
         out = self.cv.bwd(*t.nondiff, tree_util.tree_unflatten(res_tree, list(res_flat)),
                           tree_util.tree_unflatten(self.out_tree, list(cts)))
         site = f"\n  bwd rule {self.name} defined at {calls.definition_site(self.cv.bwd)}"
