@@ -26,7 +26,7 @@ import numpy as np
 from jax import dtypes as jax_dtypes
 
 from minixla.core import errors
-from minixla.core.avals import ShapedArray, WeakScalar, get_aval
+from minixla.core.avals import ShapedArray, WeakScalar, get_aval, weak_array
 from minixla.core.jaxpr import Literal
 from minixla.core.tracing import JaxprTrace, Tracer, new_trace, trace_to_jaxpr
 
@@ -72,8 +72,8 @@ def zeros_like_aval(aval: ShapedArray):
     from minixla import lax
     if aval.dtype == float0:
         return np.zeros(aval.shape, float0)
-    if aval.shape == ():
-        return np.zeros((), aval.dtype)[()]
+    if aval.shape == ():  # (weakly typed as the aval: JAX's zero gradient of a Python float)
+        return weak_array(np.zeros((), aval.dtype)) if aval.weak_type else np.zeros((), aval.dtype)[()]
     return lax.full(aval.shape, 0, aval.dtype)
 
 

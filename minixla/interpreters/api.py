@@ -13,7 +13,7 @@ import numpy as np
 from jax import tree_util
 
 from minixla.core import errors
-from minixla.core.avals import WeakScalar, get_aval
+from minixla.core.avals import WeakScalar, get_aval, weak_array
 from minixla.core.tracing import Tracer, new_trace, staging_constant_ops, trace_to_jaxpr
 from minixla.core.tracing import flatten_fun as _flatten_fun_kw
 from minixla.interpreters import ad, ad_rules, ad_scatter_rules, jit_call, sharding_rules  # noqa: F401 (they register rules)
@@ -30,7 +30,8 @@ def _leaf_out(x):
     """An output leaf: tracers unchanged, concrete values as numpy arrays of their minixla dtype."""
     if isinstance(x, Tracer) or isinstance(x, np.ndarray):
         return x
-    return np.asarray(x, get_aval(x).dtype)
+    aval = get_aval(x)  # (a Python scalar, grad's seed: weakly typed, as JAX's)
+    return weak_array(np.asarray(x.value if isinstance(x, WeakScalar) else x, aval.dtype), aval.weak_type)
 
 
 def _instantiate_out(t, primal):
