@@ -151,3 +151,21 @@ def test_identity_and_zero_gradients_of_python_floats_are_weak_as_in_jax(backend
     assert [bool(getattr(g, "weak_type", False)) for g in got] == [w.weak_type for w in want]
     strong = minixla.grad(lambda a, b: a, argnums=(0, 1))(np.float32(1.0), np.float32(2.0))
     assert not any(getattr(g, "weak_type", False) for g in strong)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_narrow_float_fma_is_xla_cpus_two_roundings(dtype):
+    # XLA:CPU computes f16/bf16 ops in f32 rounding after each, so jax.random's jitted
+    # `floats * span + minval` is round(round(a*b) + c); the LLVM backend's f32 fma rounded once
+    # (jax.random.uniform(key, (6,), float16, -2., 3.) was an ulp off in 2 of 6 values)
+    dt = jax.numpy.dtype(dtype)
+    rs = np.random.RandomState(0)
+    a, b, c = ((rs.rand(4096) * s + o).astype(dt) for s, o in ((3, -1), (3, 0), (1, -0.5)))
+    want = np.asarray(jax.jit(lambda a, b, c: a * b + c)(a, b, c)).view(np.int16)
+    for backend in BACKENDS:
+        got = minixla.jit(lambda a, b, c: lax.fma(a, b, c), backend=backend)(a, b, c)
+        np.testing.assert_array_equal(np.asarray(got).view(np.int16), want)
+    keys = jax.random.split(jax.random.key(7), 3)[0]
+    draw = lambda k: jax.random.uniform(k, (64,), dt, -2., 3.)  # noqa: E731
+    np.testing.assert_array_equal(np.asarray(minixla.jit(draw, frontend="jax")(keys)).view(np.int16),
+                                  np.asarray(draw(keys)).view(np.int16))

@@ -63,7 +63,8 @@ def erf_inv(x):
 
 def fma(a, b, c):
     """``a * b + c`` with one rounding (IEEE fusedMultiplyAdd): float arrays of one dtype and
-    shape (or rank 0). XLA's contraction made explicit; see the module docstring."""
+    shape (or rank 0). XLA's contraction made explicit; see the module docstring. In f16/bf16
+    it is ``round(round(a * b) + c)``, as XLA:CPU computes each narrow op in f32 and rounds."""
     return fma_p.bind(_scalar_like(a, b), _scalar_like(b, a), _scalar_like(c, a))
 
 

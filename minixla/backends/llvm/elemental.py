@@ -642,6 +642,11 @@ emit_rules.update(reduce=_reduce_rule, dot=_dot_rule, convolution=_conv_rule)
 
 def _fma_rule(em, instr, index):  # minixla.lax.fma (issue 14): a*b + c, one rounding
     a, x, c = (em.operand(instr, k, index) for k in range(3))
+    dtype = instr.shape.dtype
+    if T.is_narrow_float(dtype):
+        # f16/bf16: XLA:CPU computes each op in f32 and rounds after it, so its ``a * b + c``
+        # is never contracted: round(round(a*b) + c) (the emitter rounds the sum)
+        return em.builder.fadd(T.round_narrow(em.builder, em.builder.fmul(a, x), dtype), c)
     return T.intrinsic(em.builder, "fma", a.type, [a, x, c])
 
 
