@@ -662,7 +662,7 @@ def _conv(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation, dime
     _plain_params("conv_general_dilated", rest)
     dn = lax.ConvDimensionNumbers(*(_norm(s) for s in dimension_numbers))
     pet = canonicalize_dtype(preferred_element_type) if preferred_element_type is not None else None
-    return lax.contractions.conv_batch_groups(
+    return lax.contractions._conv_batch_groups(
         lhs, rhs, window_strides=_norm(window_strides), padding=_norm(padding),
         lhs_dilation=_norm(lhs_dilation), rhs_dilation=_norm(rhs_dilation), dimension_numbers=dn,
         feature_group_count=int(feature_group_count), batch_group_count=int(batch_group_count),

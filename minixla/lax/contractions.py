@@ -198,13 +198,13 @@ def conv_general_dilated(lhs, rhs, window_strides, padding, lhs_dilation=None, r
     else:
         padding = padtype_to_pads(None, None, None, padding)
     pet = canonicalize_dtype(preferred_element_type) if preferred_element_type is not None else None
-    return conv_batch_groups(
+    return _conv_batch_groups(
         lhs, rhs, window_strides=window_strides, padding=padding, lhs_dilation=lhs_dilation,
         rhs_dilation=rhs_dilation, dimension_numbers=dn, feature_group_count=feature_group_count,
         batch_group_count=batch_group_count, precision=precision, preferred_element_type=pet)
 
 
-def conv_batch_groups(lhs, rhs, *, dimension_numbers, batch_group_count=1, feature_group_count=1, **params):
+def _conv_batch_groups(lhs, rhs, *, dimension_numbers, batch_group_count=1, feature_group_count=1, **params):
     """``conv_general_dilated_p`` with XLA's ``batch_group_count`` G (what ``jax.grad`` of a
     grouped convolution binds for the kernel's cotangent) as G convolutions: group g convolves
     the lhs batch elements ``[g*N/G, (g+1)*N/G)`` with the kernel's output features
