@@ -543,6 +543,17 @@ for _name in _SAME_NAME:
     import_rules[_name] = _elementwise(_name) if _name in _ELEMENTWISE else _same(_name)
 
 
+def _reshape(x, *, new_sizes, dimensions=None, **params):
+    """JAX's ``reshape[dimensions=perm]`` (``jax.vmap`` of a convolution binds one) as a
+    ``transpose`` by ``perm``, then the plain ``reshape``."""
+    if dimensions is not None:
+        x = registry["transpose"].bind(x, permutation=tuple(int(d) for d in dimensions))
+    return registry["reshape"].bind(x, **_plain_params("reshape", dict(params, new_sizes=new_sizes, dimensions=None)))
+
+
+import_rules["reshape"] = _reshape
+
+
 def _round(x, *, rounding_method):
     return registry["round"].bind(x, rounding_method=int(rounding_method))
 
@@ -652,7 +663,7 @@ def _conv(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation, dime
     _plain_params("conv_general_dilated", rest)
     dn = lax.ConvDimensionNumbers(*(_norm(s) for s in dimension_numbers))
     pet = canonicalize_dtype(preferred_element_type) if preferred_element_type is not None else None
-    return registry["conv_general_dilated"].bind(
+    return lax.contractions._conv_batch_groups(
         lhs, rhs, window_strides=_norm(window_strides), padding=_norm(padding),
         lhs_dilation=_norm(lhs_dilation), rhs_dilation=_norm(rhs_dilation), dimension_numbers=dn,
         feature_group_count=int(feature_group_count), batch_group_count=int(batch_group_count),

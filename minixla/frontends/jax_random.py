@@ -321,6 +321,8 @@ def _key_broadcast_in_dim(x, *dyn, shape, broadcast_dimensions, sharding=None):
 
 
 def _key_reshape(x, *dyn, new_sizes, dimensions=None, **rest):
+    if dimensions is not None:  # the key words' dim stays last
+        dimensions = _norm(dimensions) + (len(dimensions),)
     return _like(x, import_rules["reshape"](_data(x), *dyn, new_sizes=_norm(new_sizes) + (_words_dim(x),),
                                             dimensions=dimensions, **rest))
 

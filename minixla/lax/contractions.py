@@ -198,7 +198,38 @@ def conv_general_dilated(lhs, rhs, window_strides, padding, lhs_dilation=None, r
     else:
         padding = padtype_to_pads(None, None, None, padding)
     pet = canonicalize_dtype(preferred_element_type) if preferred_element_type is not None else None
-    return conv_general_dilated_p.bind(
+    return _conv_batch_groups(
         lhs, rhs, window_strides=window_strides, padding=padding, lhs_dilation=lhs_dilation,
         rhs_dilation=rhs_dilation, dimension_numbers=dn, feature_group_count=feature_group_count,
         batch_group_count=batch_group_count, precision=precision, preferred_element_type=pet)
+
+
+def _conv_batch_groups(lhs, rhs, *, dimension_numbers, batch_group_count=1, feature_group_count=1, **params):
+    """``conv_general_dilated_p`` with XLA's ``batch_group_count`` G (what ``jax.grad`` of a
+    grouped convolution binds for the kernel's cotangent) as G convolutions: group g convolves
+    the lhs batch elements ``[g*N/G, (g+1)*N/G)`` with the kernel's output features
+    ``[g*O/G, (g+1)*O/G)``, concatenated along the output's feature dim (output batch N/G).
+    ``dimension_numbers`` is a ``ConvDimensionNumbers``; the other params are the primitive's.
+    Raises JAX's ``ValueError`` texts (as ``ShapeError``) for a G that divides neither size or
+    both group counts above 1."""
+    g, fg = int(batch_group_count), int(feature_group_count)
+    if g == 1:
+        return conv_general_dilated_p.bind(lhs, rhs, dimension_numbers=dimension_numbers, batch_group_count=1,
+                                           feature_group_count=fg, **params)
+    from minixla.lax.structural import concatenate, slice_in_dim
+    dn = dimension_numbers
+    n, o = get_aval(lhs).shape[dn.lhs_spec[0]], get_aval(rhs).shape[dn.rhs_spec[0]]
+    if fg != 1:
+        raise errors.ShapeError(f"At most one of batch_group_count and feature_group_count may be > 1, "
+                                f"got batch_group_count={g} and feature_group_count={fg}")
+    if g < 1 or n % g:
+        raise errors.ShapeError(f"conv_general_dilated batch_group_count must divide lhs batch dimension "
+                                f"size, but {g} does not divide {n}.")
+    if o % g:
+        raise errors.ShapeError(f"conv_general_dilated rhs output feature dimension size must be a multiple "
+                                f"of batch_group_count, but {o} is not a multiple of {g}.")
+    outs = [conv_general_dilated_p.bind(
+        slice_in_dim(lhs, i * (n // g), (i + 1) * (n // g), axis=dn.lhs_spec[0]),
+        slice_in_dim(rhs, i * (o // g), (i + 1) * (o // g), axis=dn.rhs_spec[0]),
+        dimension_numbers=dn, batch_group_count=1, feature_group_count=1, **params) for i in range(g)]
+    return concatenate(outs, dn.out_spec[1])

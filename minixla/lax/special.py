@@ -92,7 +92,9 @@ def erf_inv(x):
 
 def fma(a, b, c):
     """``a * b + c`` with one rounding (IEEE fusedMultiplyAdd): float arrays of one dtype and
-    shape (or rank 0). XLA's contraction made explicit; see the module docstring."""
+    shape (or rank 0). XLA's contraction made explicit; see the module docstring. In f16/bf16
+    it is what XLA:CPU computes on this host (``xla_contracts``): one rounding with native f16
+    arithmetic (AVX512-FP16), else ``round(round(a * b) + c)``."""
     return fma_p.bind(_scalar_like(a, b), _scalar_like(b, a), _scalar_like(c, a))
 
 

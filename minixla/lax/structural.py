@@ -176,8 +176,19 @@ def broadcast(operand, sizes):
 
 
 def reshape(operand, new_sizes, dimensions=None):
-    """Row-major reshape (``jax.lax.reshape``)."""
+    """Row-major reshape (``jax.lax.reshape``): ``operand`` (any shape and dtype) to ``new_sizes``
+    (same size), after permuting its axes by ``dimensions`` when given (JAX's order: a
+    ``transpose`` first; the ``reshape`` equation then has ``dimensions=None``). A ``dimensions``
+    that is not a permutation of the operand's axes is JAX's ``TypeError`` (a ``ShapeError``)."""
     new_sizes = tuple(int(d) for d in new_sizes)
+    if dimensions is not None:
+        dimensions = tuple(int(d) for d in dimensions)
+        shape = get_aval(operand).shape
+        if sorted(dimensions) != list(range(len(shape))):
+            raise errors.ShapeError(f"reshape dimensions must be a permutation of operand dimensions, "
+                                    f"got dimensions {dimensions} for shape {tuple(shape)}.")
+        operand = transpose(operand, dimensions)
+        dimensions = None
     if isinstance(operand, Tracer) and operand.shape == new_sizes:
         return operand
     return reshape_p.bind(operand, new_sizes=new_sizes, dimensions=dimensions)

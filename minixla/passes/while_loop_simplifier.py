@@ -33,7 +33,8 @@ class WhileLoopSimplifier(HloPass):
         changed = False
         for comp in module.computations:
             for loop in [i for i in comp.instructions if i.opcode == "while"]:
-                changed |= self._simplify(comp, loop)
+                if loop in comp.instructions:  # (not removed as dead by an earlier loop's rewrite)
+                    changed |= self._simplify(comp, loop)
         return changed
 
     def _simplify(self, comp, loop) -> bool:

@@ -35,7 +35,12 @@ def _float_dtype(name, dtype):
 
 def _check_shape(name, shape, *param_shapes):
     if param_shapes:
-        got = np.broadcast_shapes(shape, *param_shapes)
+        try:
+            got = np.broadcast_shapes(shape, *param_shapes)
+        except ValueError:  # JAX's ValueError text (a ShapeError: it names the caller's line)
+            shapes = [tuple(int(d) for d in s) for s in (shape, *param_shapes)]
+            raise errors.ShapeError(f"Incompatible shapes for broadcasting: shapes={shapes}\n"
+                                    f"  at: {errors.user_source_line()}") from None
         if tuple(got) != tuple(shape):
             raise ValueError(f"{name} parameter shapes must be broadcast-compatible with shape "
                              f"argument, and the result of broadcasting the shapes must equal "
