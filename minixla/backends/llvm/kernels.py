@@ -182,7 +182,8 @@ class _KernelBuilder:
 # (measured: the two writes were a third of a small loop body's time).
 
 FLUSH_DENORMALS = llvm_binding.get_process_triple().startswith("x86_64")
-DENORMAL_ATTRIBUTE = '"denormal-fp-math"="preserve-sign,preserve-sign"'
+DENORMAL_ATTRIBUTE = ('"denormal-fp-math"="ieee,ieee" '
+                      '"denormal-fp-math-f32"="preserve-sign,preserve-sign"')
 _FTZ_DAZ = 0x8040  # MXCSR bit 15 (flush to zero) | bit 6 (denormals are zero)
 
 
