@@ -3,8 +3,9 @@ order, so the values are JAX's): ``frexp``, ``ldexp``, ``spacing``, ``modf``, ``
 ``i0`` and ``bitwise_count``. Mirrors ``jax/_src/numpy/ufuncs.py`` and ``lax_numpy.py``.
 
 ``frexp`` scales a subnormal by ``2**nmant`` before reading its exponent field: exact for f16;
-f32/bf16 subnormals are read as ±0 by XLA:CPU's multiply, so JAX's (and this) frexp gives
-``(±0.5, minexp - nmant)`` for all of them (-149 for f32), see ``_frexp_impl``.
+f32 subnormals are read as ±0 by XLA:CPU's multiply, so JAX's (and this) frexp gives
+``(±0.5, -149)`` for all of them; bf16 ones are returned as they are, with exponent 0 (see
+``_frexp_impl``).
 """
 from __future__ import annotations
 
@@ -72,12 +73,16 @@ def _frexp_impl(x):
     x1 = lax.bitwise_and(x1, c(~(mask << info.nmant)))
     x1 = lax.bitwise_or(x1, c((bias - 1) << info.nmant))
     x1 = lax.bitcast_convert_type(x1, dtype)
-    # ±0 is found on the bits, as the code XLA generates for JAX's frexp does (LLVM turns its
-    # ``x == 0`` into a test of the bits): an f32/bf16 subnormal is then not "zero" although
+    # f32/f64: ±0 is found on the bits, as the code XLA generates for JAX's frexp does (LLVM
+    # turns its ``x == 0`` into a test of the bits): a subnormal is then not "zero" although
     # XLA:CPU's arithmetic reads it as 0 (the scaling above gave bits 0), so JAX's frexp
-    # returns (±0.5, minexp - nmant) for every one of them, and so does this one.
-    bits = lax.bitcast_convert_type(x, it)
-    is_zero = equal(lax.bitwise_and(bits, c(~(1 << (info.bits - 1)))), c(0))
+    # returns (±0.5, minexp - nmant) for every one of them, and so does this one. (bf16 is
+    # compared widened to f32, where a subnormal is ±0: (x, 0); f16 subnormals are exact.)
+    if dtype in (np.float32, np.float64):
+        bits = lax.bitcast_convert_type(x, it)
+        is_zero = equal(lax.bitwise_and(bits, c((1 << (info.bits - 1)) - 1)), c(0))
+    else:
+        is_zero = equal(x, 0)
     cond = logical_or(logical_or(isinf(x), isnan(x)), is_zero)
     x2 = where(cond, lax.full_like(x2, 0), x2)
     return where(cond, x, x1), lax.convert_element_type(x2, np.int32)
