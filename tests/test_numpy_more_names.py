@@ -196,3 +196,32 @@ def test_index_trick_objects():
         got, want = eval(expr, {"m": mnp, "np": np}), eval(expr, {"m": jnp, "np": np})
         assert _same(got, want), expr
     assert mnp.s_[1:3, ::2] == jnp.s_[1:3, ::2] and mnp.index_exp[2] == jnp.index_exp[2]
+
+
+# ---------------------------------------------------------------------------------------
+# polynomials and windows
+
+def test_polynomials():
+    p1, p2 = np.array([1.0, 2.0, 3.0], np.float32), np.array([4.0, -5.0], np.float32)
+    pi = np.array([3, 0, -2, 5], np.int32)
+    _check(lambda m, a, b, c: (m.polyadd(a, b), m.polyadd(b, a), m.polysub(a, b), m.polysub(b, a),
+                               m.polyadd(c, b), m.polymul(a, b), m.polymul(c, b), m.polyder(c),
+                               m.polyder(a, 2), m.polyder(a, 0), m.polyder(a, 5), m.polyint(a),
+                               m.polyint(a, 2, k=np.array([1.0, 2.0], np.float32)), m.polyint(c, 3, k=7.0),
+                               m.poly(a), m.poly(c), m.poly(a[:0])),
+           p1, p2, pi, eager=False, handoff=True)
+    _check(lambda m, a, b: (m.polymul(a, b, trim_leading_zeros=True), m.polyint(a, 2)),
+           np.array([0.0, 0.0, 1.0, 2.0], np.float32), p2, jit=False)
+    with pytest.raises(ValueError, match="Order of derivative must be positive"):
+        mnp.polyder(p1, -1)
+    with pytest.raises(ValueError, match="k must be a scalar"):
+        mnp.polyint(p1, 2, k=np.ones(3, np.float32))
+
+
+def test_window_functions():
+    _check(lambda m: (m.hamming(7), m.hanning(8), m.blackman(9), m.bartlett(6), m.kaiser(7, 3.0),
+                      m.hamming(1), m.hanning(0), m.kaiser(1, 2.0)), handoff=True)
+    want = jnp.kaiser(6, np.float32(5.0))
+    assert _same(minixla.jit(lambda b: mnp.kaiser(6, b))(np.float32(5.0)), want)
+    with pytest.raises(minixla.core.errors.ConcretizationTypeError):
+        minixla.jit(mnp.hamming)(5)

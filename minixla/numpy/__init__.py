@@ -39,6 +39,7 @@ from minixla.core import errors
 from minixla.numpy import promotion, creation, manipulation, elementwise  # noqa: I001 (in layer order)
 from minixla.numpy import reductions, contractions, indexing, misc, ufuncs, matrices, sequences
 from minixla.numpy import sorting, quantiles, setops, array_api, floatbits, editing, index_tricks
+from minixla.numpy import polys, windows_fns
 from minixla.numpy.promotion import *  # noqa: F401,F403
 from minixla.numpy.promotion import _arr, _canon_axes, _canon_axis1, _promote_inexact  # noqa: F401 (for nn)
 from minixla.numpy.creation import *  # noqa: F401,F403
@@ -60,6 +61,8 @@ from minixla.numpy.array_api import *  # noqa: F401,F403
 from minixla.numpy.floatbits import *  # noqa: F401,F403
 from minixla.numpy.editing import *  # noqa: F401,F403
 from minixla.numpy.index_tricks import *  # noqa: F401,F403
+from minixla.numpy.polys import *  # noqa: F401,F403
+from minixla.numpy.windows_fns import *  # noqa: F401,F403
 
 # ---------------------------------------------------------------------------------------
 # Every public function is an API boundary: an error escaping it names the function, the
@@ -71,7 +74,8 @@ def _at_operands(ref, *args, **kwargs):
 
 errors.wrap_package_functions(globals(), [promotion, creation, manipulation, elementwise, reductions,
                                           contractions, indexing, misc, ufuncs, matrices, sequences,
-                                          sorting, quantiles, setops, floatbits, editing, index_tricks], extra=[("_getitem", "getitem")])
+                                          sorting, quantiles, setops, floatbits, editing, index_tricks, polys,
+                                          windows_fns], extra=[("_getitem", "getitem")])
 for _name in ("get", "set", "add", "multiply", "mul", "min", "max"):
     setattr(_IndexUpdateRef, _name, errors.api_boundary(getattr(_IndexUpdateRef, _name), f"at[].{_name}",
                                                         _at_operands))
