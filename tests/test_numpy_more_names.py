@@ -225,3 +225,27 @@ def test_window_functions():
     assert _same(minixla.jit(lambda b: mnp.kaiser(6, b))(np.float32(5.0)), want)
     with pytest.raises(minixla.core.errors.ConcretizationTypeError):
         minixla.jit(mnp.hamming)(5)
+
+
+# ---------------------------------------------------------------------------------------
+# functional, union1d, copy, dtype aliases
+
+def test_functional_and_union1d():
+    x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    _check(lambda m, a: (m.apply_along_axis(lambda v: m.sum(v * v), 1, a),
+                         m.apply_along_axis(lambda v: v[::-1] * 2, -1, a),
+                         m.apply_along_axis(lambda v, k: m.outer(v, v) + k, 0, a, 1.0),
+                         m.apply_over_axes(m.sum, a, [0, 2]),
+                         m.apply_over_axes(lambda a, ax: m.cumsum(a, ax), a, (1,)),
+                         m.fromfunction(lambda i, j: i * 10 + j, (3, 4)),
+                         m.fromfunction(lambda i, j: i - j, (2, 3), dtype=int),
+                         m.copy(a), m.copy(3)), x, eager=False, handoff=True)
+    a, b = np.array([3, 1, 1, 7], np.int32), np.array([[2, 3], [9, 1]], np.int32)
+    _check(lambda m, a, b: m.union1d(a, b, size=8, fill_value=-1), a, b)
+    _check(lambda m, a, b: m.union1d(a, b), a, b, jit=False)
+    with pytest.raises(minixla.core.errors.ConcretizationTypeError):
+        minixla.jit(mnp.union1d)(a, b)
+    with pytest.raises(TypeError, match="copy requires ndarray"):
+        mnp.copy([1, 2])
+    for name in ("double", "single", "float_", "int_", "uint", "bool"):
+        assert np.dtype(getattr(mnp, name)) == np.dtype(getattr(jnp, name)), name

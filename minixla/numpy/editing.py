@@ -1,6 +1,6 @@
 """Building and editing arrays (``jax.numpy``'s, from the same ops in the same order): ``block``,
 ``choose``, ``compress``, ``extract``, ``delete``, ``insert``, ``place``, ``diagflat``,
-``hsplit``/``vsplit``/``dsplit``, ``rollaxis``, ``resize``, ``trim_zeros``.
+``hsplit``/``vsplit``/``dsplit``, ``rollaxis``, ``resize``, ``trim_zeros``, ``copy``.
 Mirrors ``jax/_src/numpy/lax_numpy.py``.
 
 Where JAX needs concrete values (``choose(mode='raise')``, ``compress`` without ``size``, a
@@ -28,7 +28,7 @@ from minixla.numpy.indexing import _IndexUpdateHelper, _getitem
 from minixla.numpy.sorting import argsort, sort
 
 __all__ = ["block", "choose", "compress", "extract", "delete", "insert", "place", "diagflat",
-           "hsplit", "vsplit", "dsplit", "rollaxis", "resize", "trim_zeros"]
+           "hsplit", "vsplit", "dsplit", "rollaxis", "resize", "trim_zeros", "copy"]
 
 
 def _shape(x):
@@ -359,3 +359,15 @@ def trim_zeros(filt, trim="fb", axis=None):
         stop = values.shape[ax] - int(mask[::-1].argmax()) if "b" in t else None
         slices.append(slice(start, stop))
     return _getitem(f, tuple(slices))
+
+
+def copy(a, order=None):
+    """A copy of the array ``a`` (``jnp.copy``): values are immutable, so the array itself under
+    ``jit``, a new NumPy array eagerly. ``TypeError`` for a list or tuple, as JAX's;
+    an ``order`` other than None/``'K'`` is ``NotImplementedError``, as JAX's."""
+    if isinstance(a, (list, tuple)):
+        raise TypeError(f"copy requires ndarray or scalar arguments, got {type(a)} at position 0.")
+    if order not in (None, "K"):
+        raise NotImplementedError("Only implemented for order='K'")
+    x = asarray(a)
+    return x.copy() if isinstance(x, np.ndarray) else x
