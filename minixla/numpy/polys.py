@@ -4,14 +4,8 @@ Mirrors ``jax/_src/numpy/polynomial.py`` (``polyval`` is in ``sequences``).
 """
 from __future__ import annotations
 
-import operator
-
-import numpy as np
-
-from minixla.core import errors
 from minixla.core.avals import get_aval
-from minixla.core.tracing import Tracer
-from minixla.numpy.promotion import _arr, _promote_dtypes, _promote_inexact, _where_line
+from minixla.numpy.promotion import _arr, _promote_dtypes, _promote_inexact
 from minixla.numpy.creation import arange, full, ones, zeros
 from minixla.numpy.manipulation import atleast_1d, concatenate
 from minixla.numpy.elementwise import maximum, negative, true_divide
@@ -19,18 +13,13 @@ from minixla.numpy.reductions import prod
 from minixla.numpy.indexing import _IndexUpdateHelper, _getitem
 from minixla.numpy.sequences import convolve
 from minixla.numpy.editing import trim_zeros
+from minixla.numpy.matrices import _static_int
 
 __all__ = ["polyadd", "polysub", "polymul", "polyder", "polyint", "poly"]
 
 
 def _len(x):
     return get_aval(x).shape[0]
-
-
-def _static_order(m, what):
-    if isinstance(m, Tracer):
-        raise errors.ConcretizationTypeError(f"'m' argument of jnp.{what} must be static{_where_line()}")
-    return operator.index(m)
 
 
 def polyadd(a1, a2):
@@ -63,7 +52,7 @@ def polymul(a1, a2, *, trim_leading_zeros=False):
 
 def polyder(p, m=1):
     """The ``m``-th derivative (``jnp.polyder``), inexact dtype; ``ValueError`` for ``m < 0``."""
-    m = _static_order(m, "polyder")
+    m = _static_int(m, "'m' argument of jnp.polyder")
     p, = _promote_inexact(_arr(p))
     if m < 0:
         raise ValueError("Order of derivative must be positive")
@@ -79,7 +68,7 @@ def polyint(p, m=1, k=None):
     """The ``m``-th antiderivative with integration constants ``k`` (a scalar or ``m`` values,
     default 0) (``jnp.polyint``), inexact dtype. ``ValueError`` for ``m < 0`` or a ``k`` of
     another length."""
-    m = _static_order(m, "polyint")
+    m = _static_int(m, "'m' argument of jnp.polyint")
     k = 0 if k is None else k
     p, k = _promote_inexact(_arr(p), _arr(k))
     if m < 0:
