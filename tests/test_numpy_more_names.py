@@ -249,3 +249,19 @@ def test_functional_and_union1d():
         mnp.copy([1, 2])
     for name in ("double", "single", "float_", "int_", "uint", "bool"):
         assert np.dtype(getattr(mnp, name)) == np.dtype(getattr(jnp, name)), name
+
+
+def test_put_along_axis_and_unwrap():
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    i = np.array([[0, 3], [1, 1], [2, 0]], np.int32)
+    ph = np.array([0.0, 1.0, 6.5, 7.0, 13.0, 2.0, -4.0, -10.0], np.float32)
+    _check(lambda m, a, i, p: (m.put_along_axis(a, i, -1.0, axis=1, inplace=False),
+                               m.put_along_axis(a, np.array([[0, 1, 2, 0], [2, 2, 1, 1]], np.int32), a[:2],
+                                                axis=0, inplace=False),
+                               m.put_along_axis(a, i.ravel()[:3], 9.0, axis=None, inplace=False),
+                               m.unwrap(p), m.unwrap(p, discont=4.0), m.unwrap(p.reshape(2, 4), axis=0),
+                               m.unwrap(p, period=5.0), m.unwrap(np.array([0, 3, 9, 1, 20], np.int32), period=8)),
+           x, i, ph, eager=False, handoff=True)
+    _check(lambda m, p: m.unwrap(p), ph, jit=False)
+    with pytest.raises(ValueError, match="cannot modify arrays in-place"):
+        mnp.put_along_axis(x, i, 1.0, axis=1)

@@ -1,6 +1,6 @@
 """Building and editing arrays (``jax.numpy``'s, from the same ops in the same order): ``block``,
 ``choose``, ``compress``, ``extract``, ``delete``, ``insert``, ``place``, ``diagflat``,
-``hsplit``/``vsplit``/``dsplit``, ``rollaxis``, ``resize``, ``trim_zeros``, ``copy``.
+``hsplit``/``vsplit``/``dsplit``, ``rollaxis``, ``resize``, ``trim_zeros``, ``copy``, ``put_along_axis``.
 Mirrors ``jax/_src/numpy/lax_numpy.py``.
 
 Where JAX needs concrete values (``choose(mode='raise')``, ``compress`` without ``size``, a
@@ -28,7 +28,7 @@ from minixla.numpy.indexing import _IndexUpdateHelper, _getitem
 from minixla.numpy.sorting import argsort, sort
 
 __all__ = ["block", "choose", "compress", "extract", "delete", "insert", "place", "diagflat",
-           "hsplit", "vsplit", "dsplit", "rollaxis", "resize", "trim_zeros", "copy"]
+           "hsplit", "vsplit", "dsplit", "rollaxis", "resize", "trim_zeros", "copy", "put_along_axis"]
 
 
 def _shape(x):
@@ -371,3 +371,38 @@ def copy(a, order=None):
         raise NotImplementedError("Only implemented for order='K'")
     x = asarray(a)
     return x.copy() if isinstance(x, np.ndarray) else x
+
+
+def put_along_axis(arr, indices, values, axis, inplace=True, *, mode=None):
+    """``arr`` with ``values`` (broadcast to ``indices``' shape) written at ``indices`` along
+    ``axis`` (``jnp.put_along_axis``; ``axis=None``: the flattened ``arr``), the other axes
+    matched position by position; ``mode`` as ``x.at[].set``. ``inplace=False`` is required
+    (``ValueError``), as are ``arr`` and ``indices`` of one rank and broadcastable ``values``."""
+    if inplace:
+        raise ValueError("jax.numpy.put_along_axis cannot modify arrays in-place, because JAX arrays"
+                         "are immutable. Pass inplace=False to instead return an updated array.")
+    a, idx, vals = _arr(arr), _arr(indices), _arr(values)
+    original_axis, original_shape = axis, _shape(a)
+    if axis is None:
+        a, axis = ravel(a), 0
+    if len(_shape(a)) != len(_shape(idx)):
+        raise ValueError("put_along_axis arguments 'arr' and 'indices' must have same ndim. Got "
+                         f"arr.ndim={len(_shape(a))!r} and indices.ndim={len(_shape(idx))!r}.")
+    from minixla.numpy.promotion import broadcast_to
+    try:
+        vals = broadcast_to(vals, _shape(idx))
+    except (ValueError, TypeError) as e:
+        raise ValueError("put_along_axis argument 'values' must be broadcastable to 'indices'. Got "
+                         f"values.shape={_shape(vals)!r} and indices.shape={_shape(idx)!r}.") from e
+    shape = _shape(a)
+    axis = _canon_axis1(axis, len(shape))
+    grids = []
+    for d, n in enumerate(shape):
+        if d == axis:
+            grids.append(idx)
+        else:
+            sizes = [1] * len(shape)
+            sizes[d] = n
+            grids.append(np.arange(n).reshape(sizes))
+    result = _IndexUpdateHelper(a)[tuple(grids)].set(vals, mode=mode)
+    return reshape(result, original_shape) if original_axis is None else result

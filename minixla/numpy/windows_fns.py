@@ -1,5 +1,5 @@
 """Window functions (``jax.numpy``'s, from the same ops in the same order): ``hamming``,
-``hanning``, ``blackman``, ``bartlett``, ``kaiser``. Each returns ``M`` points of the default
+``hanning``, ``blackman``, ``bartlett``, ``kaiser``; and phase ``unwrap``. Each returns ``M`` points of the default
 float dtype (all ones for ``M <= 1``); ``M`` must be a static int. Mirrors
 ``jax/_src/numpy/window_functions.py``.
 
@@ -13,11 +13,17 @@ import numpy as np
 from minixla import lax
 from minixla.core import errors
 from minixla.core.tracing import Tracer
-from minixla.numpy.promotion import _default_float, _where_line
-from minixla.numpy.elementwise import _div_by_constant, abs, cos, multiply, reciprocal, sqrt
+from minixla.core.avals import get_aval
+from minixla.numpy.promotion import _arr, _default_float, _promote_dtypes, _where_line
+from minixla.numpy.elementwise import (
+    _div_by_constant, abs, cos, floor_divide, greater, less, logical_and, multiply, reciprocal, remainder,
+    sqrt, true_divide, where, equal)
+from minixla.numpy.manipulation import concatenate
+from minixla.numpy.reductions import cumsum
+from minixla.numpy.sequences import diff
 from minixla.numpy.floatbits import i0
 
-__all__ = ["hamming", "hanning", "blackman", "bartlett", "kaiser"]
+__all__ = ["hamming", "hanning", "blackman", "bartlett", "kaiser", "unwrap"]
 
 
 def _window(M, name):
@@ -76,3 +82,33 @@ def kaiser(M, beta):
         return _ones(M)
     alpha = 0.5 * (M - 1)
     return _over(i0(beta * sqrt(1 - _over(n - alpha, alpha) ** 2)), i0(beta))
+
+
+def unwrap(p, discont=None, axis=-1, period=2 * np.pi):
+    """``p`` with jumps larger than ``discont`` (default ``period / 2``) along ``axis`` replaced
+    by their ``period`` complement (``jnp.unwrap``): the corrections' cumulative sum added to
+    all but the first element. ``p`` and ``period`` are promoted together (integers use
+    ``period // 2``). ``ValueError`` for complex input."""
+    p, period = _promote_dtypes(_arr(p), _arr(period))
+    dtype = np.dtype(get_aval(p).dtype)
+    if dtype.kind == "c":
+        raise ValueError("jnp.unwrap does not support complex inputs.")
+    if get_aval(p).shape[axis] == 0:
+        return p
+    if discont is None:
+        discont = true_divide(period, 2)
+    interval = floor_divide(period, 2) if dtype.kind in "iu" else true_divide(period, 2)
+    dd = diff(p, axis=axis)
+    ddmod = remainder(dd + interval, period) - interval
+    ddmod = where(logical_and(equal(ddmod, -interval), greater(dd, 0)), interval, ddmod)
+    ph_correct = where(less(abs(dd), discont), 0, ddmod - dd)
+    nd = len(get_aval(p).shape)
+    ax = axis % nd
+    head = (slice(None),) * ax
+    return concatenate((_slice(p, head, 0, 1),
+                        _slice(p, head, 1, None) + cumsum(ph_correct, axis=axis)), axis=axis)
+
+
+def _slice(x, head, lo, hi):
+    from minixla.numpy.indexing import _getitem
+    return _getitem(x, head + (slice(lo, hi),))
