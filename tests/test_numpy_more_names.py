@@ -102,6 +102,19 @@ def test_gcd_lcm_bitwise_count():
     assert _same(minixla.jit(lax.clz)(x), jax.lax.clz(x))
 
 
+def test_packbits_unpackbits():
+    b = np.array([[1, 0, 1, 1, 0, 0, 1, 1, 1, 0], [0, 0, 0, 1, 1, 1, 0, 0, 1, 1]], np.int32)
+    u = np.array([[3, 255], [128, 7]], np.uint8)
+    _check(lambda m, b, u: (m.packbits(b), m.packbits(b, axis=1), m.packbits(b > 0, axis=0, bitorder="little"),
+                            m.unpackbits(u), m.unpackbits(u, axis=1),
+                            m.unpackbits(u, axis=0, count=3, bitorder="little"), m.unpackbits(u, count=40)),
+           b, u, eager=False, handoff=True)
+    with pytest.raises(TypeError, match="unsigned byte"):
+        mnp.unpackbits(b)
+    with pytest.raises(TypeError, match="integer or boolean"):
+        mnp.packbits(np.ones(3, np.float32))
+
+
 def test_float_bits_transformations():
     x = np.array([0.3, 2.0, 5.0, -0.7], np.float32)
     for mf, jf in [(lambda x: mnp.frexp(x)[0], lambda x: jnp.frexp(x)[0]),

@@ -1,6 +1,6 @@
 """Functions on the bits of numbers (``jax.numpy``'s, built from the same ``lax`` ops in the same
 order, so the values are JAX's): ``frexp``, ``ldexp``, ``spacing``, ``modf``, ``gcd``, ``lcm``,
-``i0`` and ``bitwise_count``. Mirrors ``jax/_src/numpy/ufuncs.py`` and ``lax_numpy.py``.
+``i0``, ``bitwise_count``, ``packbits`` and ``unpackbits``. Mirrors ``jax/_src/numpy/ufuncs.py`` and ``lax_numpy.py``.
 
 ``frexp`` scales a subnormal by ``2**nmant`` before reading its exponent field: exact for f16;
 f32 subnormals are read as ±0 by XLA:CPU's multiply, so JAX's (and this) frexp gives
@@ -23,7 +23,8 @@ from minixla.numpy.elementwise import (
 from minixla.numpy.reductions import any
 from minixla.numpy.ufuncs import copysign
 
-__all__ = ["frexp", "ldexp", "spacing", "modf", "gcd", "lcm", "i0", "bitwise_count"]
+__all__ = ["frexp", "ldexp", "spacing", "modf", "gcd", "lcm", "i0", "bitwise_count", "packbits",
+           "unpackbits"]
 
 _INT_OF_BITS = {16: np.int16, 32: np.int32, 64: np.int64}
 
@@ -228,3 +229,64 @@ def bitwise_count(x, /):
     if _dtype(x) == np.bool_:
         return lax.convert_element_type(x, np.uint8)
     return lax.convert_element_type(lax.population_count(abs(x)), np.uint8)
+
+
+_BIT_ORDERS = ("little", "big")
+
+
+def _bit_weights(bitorder):
+    if bitorder not in _BIT_ORDERS:
+        raise ValueError("'order' must be either 'little' or 'big'")
+    bits = np.arange(8, dtype=np.uint8)
+    return bits[::-1] if bitorder == "big" else bits
+
+
+def packbits(a, axis=None, bitorder="big"):
+    """Bits (``a != 0``) packed eight to a uint8 along ``axis`` (``jnp.packbits``; ``None``: the
+    flattened array), zero-padded to a multiple of 8; ``bitorder`` ``'big'`` puts the first
+    element in the high bit. ``TypeError`` unless ``a`` is integer or bool."""
+    from minixla.numpy.manipulation import ravel, reshape, swapaxes
+    from minixla.numpy.reductions import sum
+    arr = _arr(a)
+    if _dtype(arr).kind not in "biu":
+        raise TypeError("Expected an input array of integer or boolean data type")
+    bits = _bit_weights(bitorder)
+    arr = lax.convert_element_type(not_equal(arr, 0), np.uint8)
+    if axis is None:
+        arr, axis = ravel(arr), 0
+    arr = swapaxes(arr, axis, -1)
+    shape = tuple(get_aval(arr).shape)
+    if shape[-1] % 8:
+        arr = lax.pad(arr, np.uint8(0), [(0, 0, 0)] * (len(shape) - 1) + [(0, 8 - shape[-1] % 8, 0)])
+        shape = tuple(get_aval(arr).shape)
+    arr = reshape(arr, shape[:-1] + (shape[-1] // 8, 8))
+    packed = lax.convert_element_type(sum(lax.shift_left(arr, lax.broadcast(bits, shape[:-1] + (shape[-1] // 8,))),
+                                          axis=-1), np.uint8)
+    return swapaxes(packed, axis, -1)
+
+
+def unpackbits(a, axis=None, count=None, bitorder="big"):
+    """Each uint8 of ``a`` unpacked into 8 uint8 bits along ``axis`` (``jnp.unpackbits``;
+    ``None``: flattened), cut or zero-padded to ``count``. ``TypeError`` unless ``a`` is uint8."""
+    from minixla.numpy.manipulation import pad, ravel, reshape, swapaxes
+    from minixla.numpy.indexing import _getitem
+    arr = _arr(a)
+    if _dtype(arr) != np.uint8:
+        raise TypeError("Expected an input array of unsigned byte data type")
+    weights = (np.uint8(1) << _bit_weights("little"))
+    weights = weights[::-1] if bitorder == "big" else weights
+    if axis is None:
+        arr, axis = ravel(arr), 0
+    arr = swapaxes(arr, axis, -1)
+    shape = tuple(get_aval(arr).shape)
+    wide = lax.broadcast_in_dim(arr, shape + (8,), tuple(range(len(shape))))
+    unpacked = lax.convert_element_type(
+        greater(lax.bitwise_and(wide, lax.broadcast(weights, shape)), 0), np.uint8)
+    unpacked = reshape(unpacked, shape[:-1] + (-1,))
+    n = tuple(get_aval(unpacked).shape)[-1]
+    if count is not None:
+        if count > n:
+            unpacked = pad(unpacked, [(0, 0)] * (len(shape) - 1) + [(0, count - n)])
+        else:
+            unpacked = _getitem(unpacked, (Ellipsis, slice(None, count)))
+    return swapaxes(unpacked, axis, -1)
