@@ -254,8 +254,12 @@ def test_functional_and_union1d():
                          m.fromfunction(lambda i, j: i - j, (2, 3), dtype=int),
                          m.copy(a), m.copy(3)), x, eager=False, handoff=True)
     a, b = np.array([3, 1, 1, 7], np.int32), np.array([[2, 3], [9, 1]], np.int32)
-    _check(lambda m, a, b: m.union1d(a, b, size=8, fill_value=-1), a, b)
-    _check(lambda m, a, b: m.union1d(a, b), a, b, jit=False)
+    c = np.array([5, 1, 3, 3, 9, 1, 7], np.int32)
+    _check(lambda m, a, b, c: (m.union1d(a, b, size=8, fill_value=-1), m.setdiff1d(c, b, size=6),
+                               m.setdiff1d(c, b, size=3, fill_value=-1), m.setdiff1d(c, b, assume_unique=True, size=7),
+                               m.setdiff1d(c, b[:0], size=5), m.setdiff1d(c[:0], b, size=2)), a, b, c, handoff=True)
+    _check(lambda m, a, b, c: (m.union1d(a, b), m.setdiff1d(c, b), m.setdiff1d(c, b, assume_unique=True)),
+           a, b, c, jit=False)
     with pytest.raises(minixla.core.errors.ConcretizationTypeError):
         minixla.jit(mnp.union1d)(a, b)
     with pytest.raises(TypeError, match="copy requires ndarray"):

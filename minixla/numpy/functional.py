@@ -1,6 +1,6 @@
 """Functions that map a user function over an array (``jax.numpy``'s, via ``minixla.vmap`` as
 JAX's via ``jax.vmap``): ``apply_along_axis``, ``apply_over_axes``, ``fromfunction``; and
-``union1d``. Mirrors ``jax/_src/numpy/lax_numpy.py`` and ``setops.py``.
+``union1d``, ``setdiff1d``. Mirrors ``jax/_src/numpy/lax_numpy.py`` and ``setops.py``.
 """
 from __future__ import annotations
 
@@ -12,11 +12,15 @@ from minixla.core import errors
 from minixla.core.avals import get_aval
 from minixla.core.tracing import Tracer
 from minixla.numpy.promotion import _arr, _canon_axis1, _default_float, _where_line
-from minixla.numpy.creation import arange
-from minixla.numpy.manipulation import concatenate, expand_dims
+from minixla.numpy.creation import arange, full_like, ones
+from minixla.numpy.manipulation import concatenate, expand_dims, ravel
+from minixla.numpy.elementwise import equal, less, not_equal, where
+from minixla.numpy.reductions import all, sum
+from minixla.numpy.indexing import _getitem
+from minixla.numpy.promotion import _promote_dtypes
 from minixla.numpy.setops import unique
 
-__all__ = ["apply_along_axis", "apply_over_axes", "fromfunction", "union1d"]
+__all__ = ["apply_along_axis", "apply_over_axes", "fromfunction", "union1d", "setdiff1d"]
 
 
 def _vmap(*args, **kwargs):
@@ -85,3 +89,40 @@ def union1d(ar1, ar2, *, size=None, fill_value=None):
             raise errors.ConcretizationTypeError(f"The error arose in union1d(){_where_line()}")
         size = operator.index(size)
     return unique(concatenate((a1, a2), axis=None), size=size, fill_value=fill_value)
+
+
+def _not_in(arr1, arr2):
+    """``arr1[i] not in arr2`` for each element (JAX's ``_in1d`` by comparing all pairs)."""
+    arr1, arr2 = _promote_dtypes(ravel(arr1), ravel(arr2))
+    n1, n2 = get_aval(arr1).shape[0], get_aval(arr2).shape[0]
+    if n1 == 0 or n2 == 0:
+        return ones((n1,), dtype=bool)
+    return all(not_equal(_getitem(arr1, (slice(None), None)), _getitem(arr2, (None, slice(None)))), axis=-1)
+
+
+def setdiff1d(ar1, ar2, assume_unique=False, *, size=None, fill_value=None):
+    """The sorted unique values of ``ar1`` that are not in ``ar2``, flattened (``jnp.setdiff1d``;
+    ``assume_unique``: ``ar1`` is taken as it is, unsorted). Without ``size`` ``ar1`` must be
+    concrete; with it the result has that length, padded with ``fill_value`` (default 0)."""
+    a1, a2 = ravel(_arr(ar1)), ravel(_arr(ar2))
+    if size is None:
+        if isinstance(ar1, Tracer):
+            raise errors.ConcretizationTypeError(f"The error arose in setdiff1d(){_where_line()}")
+    else:
+        if isinstance(size, Tracer):
+            raise errors.ConcretizationTypeError(f"The error arose in setdiff1d(){_where_line()}")
+        size = operator.index(size)
+    fill = full_like(a1, 0 if fill_value is None else fill_value, shape=())
+    n = get_aval(a1).shape[0]
+    if n == 0:
+        return full_like(a1, fill, shape=size or 0)
+    if not assume_unique:
+        a1 = unique(a1, size=size and n)
+    mask = _not_in(a1, a2)
+    if size is None:
+        return _getitem(a1, mask)
+    if not assume_unique:
+        n_unique = n + 1 - sum(equal(a1, _getitem(a1, 0)))
+        mask = where(less(arange(n), n_unique), mask, False)
+    picked = _getitem(a1, where(mask, size=size)[0])
+    return where(less(arange(size), sum(mask)), picked, fill)
