@@ -112,6 +112,6 @@ def test_f16_subnormal_compare_reported():
 _HANDOFF_AS_JAX_JIT = {np.dtype(np.float32): ("max_neg",)}
 
 
-@pytest.mark.parametrize("dtype", [np.float16, BF16, np.float32], ids=["f16", "bf16", "f32"])
+@pytest.mark.parametrize("dtype", [np.float16, np.float32], ids=["f16", "f32"])  # (bf16 is f32 to XLA)
 def test_subnormal_ops_handoff_match_jax_eager(dtype):
     assert not _mismatches(dtype, "jax", _HANDOFF_AS_JAX_JIT.get(np.dtype(dtype), ()))

@@ -11,13 +11,12 @@ import numpy as np
 from minixla.core import errors
 from minixla.core.avals import get_aval
 from minixla.core.tracing import Tracer
-from minixla.numpy.promotion import _arr, _canon_axis1, _default_float, _where_line
+from minixla.numpy.promotion import _arr, _canon_axis1, _default_float, _promote_dtypes, _where_line
 from minixla.numpy.creation import arange, full_like, ones
 from minixla.numpy.manipulation import concatenate, expand_dims, ravel
 from minixla.numpy.elementwise import equal, less, not_equal, where
 from minixla.numpy.reductions import all, sum
 from minixla.numpy.indexing import _getitem
-from minixla.numpy.promotion import _promote_dtypes
 from minixla.numpy.setops import unique
 
 __all__ = ["apply_along_axis", "apply_over_axes", "fromfunction", "union1d", "setdiff1d"]
@@ -75,19 +74,20 @@ def fromfunction(function, shape, *, dtype=float, **kwargs):
     return function(*(arange(s, dtype=dtype) for s in shape), **kwargs)
 
 
+def _set_size(size, operands, name):
+    """The static ``size``; without one, every operand must be concrete (the result's length
+    depends on the values): else ``ConcretizationTypeError``, as JAX's."""
+    if any(isinstance(v, Tracer) for v in ((size,) if size is not None else operands)):
+        raise errors.ConcretizationTypeError(f"The error arose in {name}(){_where_line()}")
+    return None if size is None else operator.index(size)
+
+
 def union1d(ar1, ar2, *, size=None, fill_value=None):
     """The sorted unique values of both arrays, flattened (``jnp.union1d``): ``unique`` of their
     concatenation. Without ``size`` the inputs must be concrete; with it the result has that
     length, padded with ``fill_value`` (default: the smallest value), as ``unique``."""
     a1, a2 = _arr(ar1), _arr(ar2)
-    if size is None:
-        for a in (a1, a2):
-            if isinstance(a, Tracer):
-                raise errors.ConcretizationTypeError(f"The error arose in union1d(){_where_line()}")
-    else:
-        if isinstance(size, Tracer):
-            raise errors.ConcretizationTypeError(f"The error arose in union1d(){_where_line()}")
-        size = operator.index(size)
+    size = _set_size(size, (a1, a2), "union1d")
     return unique(concatenate((a1, a2), axis=None), size=size, fill_value=fill_value)
 
 
@@ -105,13 +105,7 @@ def setdiff1d(ar1, ar2, assume_unique=False, *, size=None, fill_value=None):
     ``assume_unique``: ``ar1`` is taken as it is, unsorted). Without ``size`` ``ar1`` must be
     concrete; with it the result has that length, padded with ``fill_value`` (default 0)."""
     a1, a2 = ravel(_arr(ar1)), ravel(_arr(ar2))
-    if size is None:
-        if isinstance(ar1, Tracer):
-            raise errors.ConcretizationTypeError(f"The error arose in setdiff1d(){_where_line()}")
-    else:
-        if isinstance(size, Tracer):
-            raise errors.ConcretizationTypeError(f"The error arose in setdiff1d(){_where_line()}")
-        size = operator.index(size)
+    size = _set_size(size, (ar1,), "setdiff1d")
     fill = full_like(a1, 0 if fill_value is None else fill_value, shape=())
     n = get_aval(a1).shape[0]
     if n == 0:
