@@ -6,8 +6,7 @@ adds, compares and selects on the operand's own width (a signed operand is bitca
 unsigned type of its width and back), so every stage -- passes, the evaluator, LLVM, the
 hand-off, ``vmap`` -- handles the result as it handles those ops. Integers have no derivative.
 
-- ``population_count``: the SWAR count (pairs, nibbles, bytes, then the bytes summed by shifts).
-- ``clz``: a binary search on the leading zeros (``w/2, w/4, ..., 1`` bit steps); ``w`` for 0.
+- ``population_count``, ``clz``: ``minixla.lax``'s own (``lax/bits.py``), imported as they are.
 - ``mulhi``: the high ``w`` bits of the ``2w``-bit product by schoolbook multiplication on
   ``w/2``-bit halves in the unsigned type (no wider type needed, so 32-bit without x64); signed
   operands as unsigned, then minus ``y`` where ``x < 0`` and ``x`` where ``y < 0`` (mod ``2**w``).
@@ -29,58 +28,8 @@ from minixla import lax
 from minixla.core import errors
 from minixla.core.avals import get_aval
 from minixla.frontends.jax_importer import _broadcast_size1, _norm, import_rules
+from minixla.lax.bits import _back, _c, _int_info, _unsigned, clz, population_count
 from minixla.lax.sorting import _total_order_key
-
-
-def _int_info(name, x):
-    dtype = get_aval(x).dtype
-    if dtype.kind not in "iu":
-        raise errors.DTypeError(f"{name} requires an integer operand, got {dtype.name}")
-    bits = dtype.itemsize * 8
-    return dtype, np.dtype(f"uint{bits}"), bits
-
-
-def _unsigned(x, udtype):
-    return x if get_aval(x).dtype == udtype else lax.bitcast_convert_type(x, udtype)
-
-
-def _back(x, dtype):
-    return x if get_aval(x).dtype == dtype else lax.bitcast_convert_type(x, dtype)
-
-
-def _c(v, dtype):
-    return np.asarray(v, dtype)
-
-
-def population_count(x):
-    dtype, u, w = _int_info("population_count", x)
-    y = _unsigned(x, u)
-    m1, m2, m4 = (int("".join([p] * (w // len(p))), 2) for p in ("01", "0011", "00001111"))
-    y = lax.sub(y, lax.bitwise_and(lax.shift_right_logical(y, _c(1, u)), _c(m1, u)))
-    y = lax.add(lax.bitwise_and(y, _c(m2, u)), lax.bitwise_and(lax.shift_right_logical(y, _c(2, u)), _c(m2, u)))
-    y = lax.bitwise_and(lax.add(y, lax.shift_right_logical(y, _c(4, u))), _c(m4, u))
-    s = 8
-    while s < w:
-        y = lax.add(y, lax.shift_right_logical(y, _c(s, u)))
-        s *= 2
-    return _back(lax.bitwise_and(y, _c(2 * w - 1 if w < 128 else 255, u)), dtype)
-
-
-def clz(x):
-    dtype, u, w = _int_info("clz", x)
-    y = _unsigned(x, u)
-    shape = tuple(get_aval(y).shape)
-    n = lax.full(shape, 0, u) if shape else _c(0, u)
-    zero = _c(0, u)
-    s = w // 2
-    while s >= 1:
-        t = lax.shift_right_logical(y, _c(s, u))
-        none = lax.eq(t, zero)
-        n = lax.select(none, lax.add(n, _c(s, u)), n)
-        y = lax.select(none, y, t)
-        s //= 2
-    n = lax.add(n, lax.convert_element_type(lax.eq(y, zero), u))
-    return _back(n, dtype)
 
 
 def mulhi(x, y):

@@ -26,6 +26,7 @@ The families, each building on the ones before it:
 - ``composites``: what ``jax.lax`` builds from other primitives: ``associative_scan``,
   ``conv_transpose``, ``reduce`` (standard monoids), ``square``, ``batch_matmul``, ...
 - ``scans``: ``cumlogsumexp``, an ``associative_scan`` of ``logaddexp`` with JAX's derivative
+- ``bits``: ``population_count``, ``clz`` (composites of shifts and masks)
 - ``sharding``: ``with_sharding_constraint`` (a layout over the mesh; the value is unchanged)
 
 This module is the public face: it re-exports every family's names.
@@ -34,6 +35,7 @@ from minixla.core import errors
 from minixla.lax import base, elementwise, structural  # noqa: I001 (in layer order)
 from minixla.lax import reductions, contractions, indexing
 from minixla.lax import windows, special, sorting, control_flow, composites, scans, sharding
+from minixla.lax import bits
 from minixla.lax import special_expansions  # noqa: F401 (what the special functions lower to)
 from minixla.lax import windows_select  # noqa: F401 (pooling's tangent: select_and_gather_add)
 from minixla.lax import rng  # noqa: F401 (rng_bit_generator)
@@ -53,10 +55,11 @@ from minixla.lax.control_flow import *  # noqa: F401,F403
 from minixla.lax.composites import *  # noqa: F401,F403
 from minixla.lax.control_flow import cond_p, while_p, scan_p  # noqa: F401
 from minixla.lax.scans import *  # noqa: F401,F403
+from minixla.lax.bits import *  # noqa: F401,F403
 from minixla.lax.sharding import with_sharding_constraint, sharding_constraint_p  # noqa: F401
 
 # Every public function is an API boundary: an error escaping it names the function, the
 # shapes it was given and the user's line (``errors.api_boundary``). Keep this at the end.
 errors.wrap_package_functions(globals(), [base, elementwise, structural, reductions, contractions,
                                           indexing, windows, special, sorting, control_flow,
-                                          composites, scans, sharding, rng])
+                                          composites, scans, sharding, rng, bits])

@@ -30,13 +30,17 @@ and ``asarray`` <-> ``stack``, are closed by an import at the end of ``promotion
 - ``setops``: ``nonzero``/``argwhere``/``flatnonzero``, ``unique`` (+ ``unique_*``), ``partition``
 - ``array_api``: the Array API's names (``isdtype``, ``permute_dims``, ``concat``, ``nextafter``,
   ``matvec``/``vecmat``, ...), ``issubdtype`` and NumPy's abstract scalar classes, ``fabs``, ``nancumsum``
+- ``floatbits``: ``frexp``/``ldexp``, ``spacing``, ``modf``, ``gcd``/``lcm``, ``i0``, ``bitwise_count``
+- ``editing``, ``index_tricks``, ``polys``, ``windows_fns``, ``functional``: see each module
+  (``block``, ``insert``, ``mgrid``, ``polyint``, ``hanning``, ``apply_along_axis``, ...)
 
 This module is the public face: it re-exports every module's names.
 """
 from minixla.core import errors
 from minixla.numpy import promotion, creation, manipulation, elementwise  # noqa: I001 (in layer order)
 from minixla.numpy import reductions, contractions, indexing, misc, ufuncs, matrices, sequences
-from minixla.numpy import sorting, quantiles, setops, array_api
+from minixla.numpy import sorting, quantiles, setops, array_api, floatbits, editing, index_tricks
+from minixla.numpy import polys, windows_fns, functional
 from minixla.numpy.promotion import *  # noqa: F401,F403
 from minixla.numpy.promotion import _arr, _canon_axes, _canon_axis1, _promote_inexact  # noqa: F401 (for nn)
 from minixla.numpy.creation import *  # noqa: F401,F403
@@ -55,6 +59,19 @@ from minixla.numpy.sorting import sort, argsort, lexsort  # noqa: F401
 from minixla.numpy.quantiles import *  # noqa: F401,F403
 from minixla.numpy.setops import *  # noqa: F401,F403
 from minixla.numpy.array_api import *  # noqa: F401,F403
+from minixla.numpy.floatbits import *  # noqa: F401,F403
+from minixla.numpy.editing import *  # noqa: F401,F403
+from minixla.numpy.index_tricks import *  # noqa: F401,F403
+from minixla.numpy.polys import *  # noqa: F401,F403
+from minixla.numpy.windows_fns import *  # noqa: F401,F403
+from minixla.numpy.functional import *  # noqa: F401,F403
+
+# NumPy's dtype aliases, as jax.numpy's (the same objects as the sized names; no complex here).
+double = float_ = float64  # noqa: F405
+single = float32  # noqa: F405
+int_ = int64  # noqa: F405
+uint = uint64  # noqa: F405
+bool = bool_  # noqa: A001,F405 (jnp.bool; shadows the builtin in this module only)
 
 # ---------------------------------------------------------------------------------------
 # Every public function is an API boundary: an error escaping it names the function, the
@@ -66,7 +83,8 @@ def _at_operands(ref, *args, **kwargs):
 
 errors.wrap_package_functions(globals(), [promotion, creation, manipulation, elementwise, reductions,
                                           contractions, indexing, misc, ufuncs, matrices, sequences,
-                                          sorting, quantiles, setops], extra=[("_getitem", "getitem")])
+                                          sorting, quantiles, setops, floatbits, editing, index_tricks, polys,
+                                          windows_fns, functional], extra=[("_getitem", "getitem")])
 for _name in ("get", "set", "add", "multiply", "mul", "min", "max"):
     setattr(_IndexUpdateRef, _name, errors.api_boundary(getattr(_IndexUpdateRef, _name), f"at[].{_name}",
                                                         _at_operands))

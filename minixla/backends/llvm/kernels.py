@@ -175,14 +175,22 @@ class _KernelBuilder:
 # FTZ and DAZ bits: subnormal results become ±0, subnormal inputs read as ±0), so JAX eager
 # gives ``1e-40 + 0 == 0``. To be bit-identical with it, each kernel sets those bits on entry
 # and restores the caller's MXCSR on exit (per kernel, so it also holds on worker threads).
-# The ``denormal-fp-math`` function attribute tells LLVM's constant folder the same thing.
+# The ``denormal-fp-math-f32`` function attribute tells LLVM the same for f32 (and bf16, which
+# is computed in f32). For every other type the attribute says "dynamic" (LLVM assumes neither
+# IEEE nor flushing): f16 is widened exactly to a normal f32 (``vcvtph2ps`` ignores DAZ), so its
+# subnormals are never flushed, and a "preserve-sign" for half let LLVM shrink an f32 compare
+# of a widened f16 to a half compare and fold ``|x| < 6.1035e-05`` to ``x == 0``; f64 does
+# flush, but with "ieee" LLVM turns an integer test of the bits (``x & 0x7fff.. == 0``) into
+# ``x == 0.0``, which DAZ makes true for a subnormal. (Compares and max/min also flush their
+# operands on the bits, ``scalar_ops._daz``: LLVM folds a bf16 ``x == 0`` into a bit test.)
 # Writing MXCSR (``ldmxcsr``) costs ~20 cycles and stalls the FP pipeline, so a kernel writes
 # it only when the bits are not set yet: a loop's driver (``control_flow.py``) sets them once
 # around the whole loop, and the kernels it calls every iteration then only read MXCSR
 # (measured: the two writes were a third of a small loop body's time).
 
 FLUSH_DENORMALS = llvm_binding.get_process_triple().startswith("x86_64")
-DENORMAL_ATTRIBUTE = '"denormal-fp-math"="preserve-sign,preserve-sign"'
+DENORMAL_ATTRIBUTE = ('"denormal-fp-math"="dynamic,dynamic" '
+                      '"denormal-fp-math-f32"="preserve-sign,preserve-sign"')
 _FTZ_DAZ = 0x8040  # MXCSR bit 15 (flush to zero) | bit 6 (denormals are zero)
 
 

@@ -50,10 +50,33 @@ def _flush_identity_operand(b, opcode, x, y):
 
 
 def _flush_subnormal(b, x):
-    """``x``, or a zero of its sign when it is subnormal."""
-    tiny = float(np.finfo(np.float64 if x.type == ir.DoubleType() else np.float32).tiny)
-    small = b.fcmp_ordered("<", T.intrinsic(b, "fabs", x.type, [x]), ir.Constant(x.type, tiny))
-    return b.select(small, T.intrinsic(b, "copysign", x.type, [ir.Constant(x.type, 0.0), x]), x)
+    """``x``, or a zero of its sign when it is subnormal (f32 or f64 registers).
+
+    Computed on the bits, not with an FP compare: under ``denormal-fp-math=preserve-sign``
+    LLVM may turn ``fabs(x) < FLT_MIN`` into ``x == 0`` and that, for an ``x`` it sees made by
+    a bitcast (every bf16 operand, widened by a shift), into an integer test of the bits, which
+    a subnormal fails: the flush (or a compare, see ``_daz``) would silently not happen."""
+    wide = x.type == ir.DoubleType()
+    if isinstance(x, ir.Constant) and isinstance(x.constant, float):
+        tiny = float(np.finfo(np.float64 if wide else np.float32).tiny)
+        return ir.Constant(x.type, math.copysign(0.0, x.constant)) if 0 < abs(x.constant) < tiny else x
+    ity = ir.IntType(64 if wide else 32)
+    exponent, sign = (0x7FF0000000000000, 1 << 63) if wide else (0x7F800000, 1 << 31)
+    bits = b.bitcast(x, ity)
+    tiny = b.icmp_unsigned("==", b.and_(bits, ir.Constant(ity, exponent)), ir.Constant(ity, 0))
+    return b.bitcast(b.select(tiny, b.and_(bits, ir.Constant(ity, sign)), bits), x.type)
+
+
+def _daz(b, dtype, x):
+    """``x`` as XLA:CPU's arithmetic reads it (denormals-are-zero): flushed if its dtype is
+    f32, bf16 (widened to f32, so its subnormals are f32 subnormals) or f64, and the host
+    flushes (``kernels.FLUSH_DENORMALS``). f16 is widened exactly to a normal f32: untouched.
+    For the ops whose result LLVM may otherwise take from the unflushed bits: compares (see
+    ``_flush_subnormal``) and maximum/minimum (x86's lowering returns an operand's bits)."""
+    from minixla.backends.llvm import kernels
+    if not kernels.FLUSH_DENORMALS or np.dtype(dtype) == T.FLOAT16 or x.type not in (T.F32, ir.DoubleType()):
+        return x
+    return _flush_subnormal(b, x)
 
 
 def binary_op(b: ir.IRBuilder, opcode: str, dtype, x, y, fastmath=()):
@@ -74,7 +97,11 @@ def binary_op(b: ir.IRBuilder, opcode: str, dtype, x, y, fastmath=()):
     if opcode == "divide":
         return b.fdiv(x, y) if flt else _int_divide(b, dtype, x, y)
     if opcode in ("maximum", "minimum"):
-        if flt:  # IEEE-754 2019 maximum/minimum: NaN propagates, -0.0 < +0.0
+        if flt:  # IEEE-754 2019 maximum/minimum: NaN propagates, -0.0 < +0.0; XLA:CPU's
+            # reads subnormal operands as ±0 (JAX eager: max(1e-45, -1e-45) is +0.0). Not in
+            # reductions (``fastmath``): their accumulation keeps LLVM's maximum as it is.
+            if not fastmath:
+                x, y = _daz(b, dtype, x), _daz(b, dtype, y)
             return T.intrinsic(b, opcode, x.type, [x, y], fastmath=fastmath)
         op = ">" if opcode == "maximum" else "<"
         cmp = b.icmp_signed(op, x, y) if signed else b.icmp_unsigned(op, x, y)
@@ -169,7 +196,8 @@ _FCMP = {"EQ": ("==", True), "NE": ("!=", False), "LT": ("<", True), "LE": ("<="
 def compare(b: ir.IRBuilder, direction: str, dtype, x, y):
     """``compare`` -> i1. Floats: ordered, except NE which is unordered (NaN != NaN)."""
     op, ordered = _FCMP[direction]
-    if T.is_float(dtype):
+    if T.is_float(dtype):  # (subnormals compare as ±0, as XLA:CPU's, whatever LLVM folds)
+        x, y = _daz(b, dtype, x), _daz(b, dtype, y)
         return b.fcmp_ordered(op, x, y) if ordered else b.fcmp_unordered(op, x, y)
     if T.is_signed(dtype):
         return b.icmp_signed(op, x, y)
