@@ -77,6 +77,8 @@ def apply(np_, lax_, op, args, p):
         return np_.clip(args[0], p["lo"], p["hi"])
     if op == "reduce":
         kw = dict(axis=p["axis"], keepdims=p["keepdims"])
+        if np_ is jnp and p["fn"] == "mean":
+            return _as_jax_runs_it(jnp.mean, args[0], **kw)
         return getattr(np_, p["fn"])(args[0], **kw)
     if op in ("argmax", "argmin"):
         return getattr(np_, op)(args[0], axis=p["axis"])
@@ -113,8 +115,18 @@ def apply(np_, lax_, op, args, p):
     if op == "lax_select_n":
         return lax_.select_n(args[0], args[1], args[2])
     if op == "var":
+        if np_ is jnp:
+            return _as_jax_runs_it(jnp.var, args[0], axis=p["axis"])
         return np_.var(args[0], axis=p["axis"])
     raise AssertionError(op)
+
+
+def _as_jax_runs_it(fn, *args, **kwargs):
+    """``fn`` (a jitted ``jax.numpy`` function: ``mean``, ``var``) as a JAX user gets it, even
+    inside the reference's ``jax.disable_jit()``: XLA folds its division by the count into a
+    multiply by the reciprocal (a scalar mean too), which op by op it would not."""
+    with jax.disable_jit(False):
+        return fn(*args, **kwargs)
 
 
 def interpret(np_, lax_, program, inputs, outputs):
