@@ -59,3 +59,22 @@ def test_dynamic_update_slice_empty_update_vjp_and_vmap_match_jax(mode):
     got = run(mode, f(lax, mnp, minixla.vjp, minixla.vmap), X, Y, ct, STARTS)
     for gi, wi in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
         np.testing.assert_array_equal(np.asarray(gi), np.asarray(wi))
+
+
+@pytest.mark.parametrize("mode", ["eager", "llvm", "jax"])
+def test_at_multiply_with_static_unique_index_has_a_gradient(mode):
+    # the grad fuzzer (seed 9631): x.at[..., 0].multiply(v) raised "scatter_mul gradients are
+    # only implemented if unique_indices=True"; JAX's indexer knows ints and slices select
+    # each position once, and so does minixla's now (static positions checked at trace time)
+    x = np.arange(10, dtype=np.float32).reshape(1, 2, 5)
+    v = np.float32(1.5)
+
+    def f(np_):
+        return lambda x, v: (x.at[..., 0].multiply(v) ** 2).sum()
+    want = jax.grad(f(jnp), (0, 1))(x, v)
+    g = minixla.grad(f(mnp), (0, 1))
+    got = g(x, v) if mode == "eager" else minixla.jit(g, backend=mode)(x, v)
+    for a, b in zip(got, want):
+        np.testing.assert_array_equal(a, b)
+    with pytest.raises(Exception, match="unique_indices"):  # repeated positions: JAX raises too
+        minixla.grad(lambda x, v: x.at[np.array([0, 0])].multiply(v).sum(), (0, 1))(x.reshape(-1), v)

@@ -522,21 +522,21 @@ class _IndexUpdateRef:
         return _getitem(self.array, self.index, mode=mode, fill_value=fill_value)
 
     def set(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
-        return _scatter_static(self.array, self.index, values, lax.scatter, mode)
+        return _scatter_static(self.array, self.index, values, lax.scatter, mode, unique_indices)
 
     def add(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
-        return _scatter_static(self.array, self.index, values, lax.scatter_add, mode)
+        return _scatter_static(self.array, self.index, values, lax.scatter_add, mode, unique_indices)
 
     def multiply(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
-        return _scatter_static(self.array, self.index, values, lax.scatter_mul, mode)
+        return _scatter_static(self.array, self.index, values, lax.scatter_mul, mode, unique_indices)
 
     mul = multiply
 
     def min(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
-        return _scatter_static(self.array, self.index, values, lax.scatter_min, mode)
+        return _scatter_static(self.array, self.index, values, lax.scatter_min, mode, unique_indices)
 
     def max(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
-        return _scatter_static(self.array, self.index, values, lax.scatter_max, mode)
+        return _scatter_static(self.array, self.index, values, lax.scatter_max, mode, unique_indices)
 
 
 def _static_flat_positions(shape, idx, mode=None):
@@ -599,13 +599,20 @@ def _traced_flat_positions(shape, idx, mode=None):
     return _getitem(positions, idx, mode="clip" if clip else "fill", fill_value=-1)
 
 
-def _scatter_static(x, idx, values, scatter_fn, mode=None):
+def _scatter_static(x, idx, values, scatter_fn, mode=None, unique_indices=False):
     """``x.at[idx].<op>(values)``: one scatter into the flattened ``x`` at the flat positions
-    ``idx`` selects (computed at trace time for static indices, gathered for traced ones)."""
+    ``idx`` selects (computed at trace time for static indices, gathered for traced ones).
+    The scatter has ``unique_indices=True`` when the user says so, or when static positions
+    are known not to repeat (as JAX's indexer knows for ints and slices): ``x.at[0].multiply(v)``
+    then has a gradient in ``v`` (JAX's scatter-mul JVP needs unique indices)."""
     x = _arr(x)
     aval = get_aval(x)
-    pos = (_traced_flat_positions if _is_traced_index(idx) else _static_flat_positions)(
-        aval.shape, idx, mode)
+    traced = _is_traced_index(idx)
+    pos = (_traced_flat_positions if traced else _static_flat_positions)(aval.shape, idx, mode)
+    if not traced and not unique_indices:
+        inside = np.asarray(pos).reshape(-1)
+        inside = inside[inside >= 0]  # (-1: out of range, dropped)
+        unique_indices = bool(np.unique(inside).size == inside.size)
     pos_shape = get_aval(pos).shape
     # As jax.numpy: the update is computed in the promoted dtype of x and the values, and the
     # result converted back to x's dtype (uint8 x.at[i].min(-1.5) is 0, bool .min(-1.5) is True).
@@ -635,5 +642,5 @@ def _scatter_static(x, idx, values, scatter_fn, mode=None):
     upd = reshape(values, (n,))
     dn = lax.ScatterDimensionNumbers(update_window_dims=(), inserted_window_dims=(0,),
                                      scatter_dims_to_operand_dims=(0,))
-    out = reshape(scatter_fn(flat, indices, upd, dn), aval.shape)
+    out = reshape(scatter_fn(flat, indices, upd, dn, unique_indices=bool(unique_indices)), aval.shape)
     return out if dt == x_out_dtype else astype(out, x_out_dtype)
