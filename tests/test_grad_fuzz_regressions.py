@@ -78,3 +78,16 @@ def test_at_multiply_with_static_unique_index_has_a_gradient(mode):
         np.testing.assert_array_equal(a, b)
     with pytest.raises(Exception, match="unique_indices"):  # repeated positions: JAX raises too
         minixla.grad(lambda x, v: x.at[np.array([0, 0])].multiply(v).sum(), (0, 1))(x.reshape(-1), v)
+
+
+@pytest.mark.parametrize("mode", ["eager", "llvm", "jax"])
+def test_integer_pow_zero_has_zero_tangent_even_for_a_nan_one(mode):
+    # the grad fuzzer (seed 9631): integer_pow(x, 0) of a value whose own tangent is NaN
+    # ((-1)**2.5); JAX's JVP is zeros for y = 0, minixla's was g * 0 = NaN
+    def f(lx, np_):
+        return lambda v: lx.integer_pow(np_.power(v, 2.5), 0)
+    x = np.float32(-1.0)
+    want = jax.grad(f(jax.lax, jnp))(x)
+    g = minixla.grad(f(lax, mnp))
+    got = g(x) if mode == "eager" else minixla.jit(g, backend=mode)(x)
+    np.testing.assert_array_equal(got, want)

@@ -190,8 +190,8 @@ defjvp(L.erf_p, lambda g, ans, x: L.mul(_const(x, 2 / np.sqrt(np.pi)),
                                         L.mul(g, L.exp(L.neg(L.integer_pow(x, 2))))))
 defjvp(L.erfc_p, lambda g, ans, x: L.mul(_const(x, -2 / np.sqrt(np.pi)),
                                          L.mul(g, L.exp(L.neg(L.integer_pow(x, 2))))))
-defjvp(L.integer_pow_p, lambda g, ans, x, *, y: (
-    L.mul(g, _const(x, 0)) if y == 0 else
+defjvp(L.integer_pow_p, lambda g, ans, x, *, y: (  # (x**0: zeros, as JAX's -- not g * 0, NaN for a NaN g)
+    L.full_like(g, 0) if y == 0 else
     g if y == 1 else L.mul(g, L.mul(_const(x, y), L.integer_pow(x, y - 1)))))
 defjvp(L.atan2_p, lambda g, ans, x, y: L.mul(g, L.div(y, L.add(L.integer_pow(x, 2), L.integer_pow(y, 2)))),
        lambda g, ans, x, y: L.mul(g, L.div(L.neg(x), L.add(L.integer_pow(x, 2), L.integer_pow(y, 2)))))
