@@ -1,0 +1,32 @@
+"""The last ``jax.numpy`` names: ``intersect1d``/``setxor1d`` (setpairs.py), ``vectorize``/
+``piecewise`` (vectorize.py), ``gradient``/``histogram2d``/``histogramdd`` (numeric.py), against
+``jax.numpy`` eagerly: minixla eagerly, under ``minixla.jit`` (LLVM) and, for some, on the hand-off."""
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import minixla
+import minixla.numpy as mnp
+from test_numpy_more_names import _check, _same
+
+
+def test_intersect1d_and_setxor1d():
+    a, b = np.array([3, 1, 2, 3, 7, 5, 1], np.int32), np.array([[5, 3], [9, 3]], np.int32)
+    u, v = np.array([4, 1, 3], np.int32), np.array([3, 9, 4, 0], np.int32)
+    c, d = np.array([1, np.nan, 2, 2], np.float32), np.array([np.nan, 2, 4], np.float32)
+    _check(lambda m, a, b, u, v: (
+        m.intersect1d(a, b, size=2), m.intersect1d(a, b, size=6, fill_value=-9),
+        m.intersect1d(a, b, return_indices=True, size=5), m.intersect1d(u, v, assume_unique=True, size=4),
+        m.intersect1d(u, v, assume_unique=True, return_indices=True, size=3), m.intersect1d(a, b[:0], size=2),
+        m.setxor1d(a, b, size=3), m.setxor1d(a, b, size=9, fill_value=-9), m.setxor1d(u, v, assume_unique=True, size=6),
+        m.setxor1d(a[:0], b, size=4)), a, b, u, v)
+    _check(lambda m, a, b: (m.intersect1d(a, b, return_indices=True, size=4), m.setxor1d(a, b, size=5)),
+           a, b, eager=False, handoff=True)
+    _check(lambda m, c, d: (m.intersect1d(c, d, size=3), m.setxor1d(c, d, size=7), m.setxor1d(c, d, size=2)), c, d)
+    _check(lambda m, a, b, u, v, c, d: (
+        m.intersect1d(a, b), m.intersect1d(a, b, return_indices=True), m.intersect1d(u, v, assume_unique=True),
+        m.intersect1d(c, d), m.setxor1d(a, b), m.setxor1d(u, v, assume_unique=True), m.setxor1d(c, d)),
+        a, b, u, v, c, d, jit=False)
+    for f in (mnp.intersect1d, mnp.setxor1d):
+        with pytest.raises(minixla.core.errors.ConcretizationTypeError):
+            minixla.jit(f)(a, b)
