@@ -30,3 +30,34 @@ def test_intersect1d_and_setxor1d():
     for f in (mnp.intersect1d, mnp.setxor1d):
         with pytest.raises(minixla.core.errors.ConcretizationTypeError):
             minixla.jit(f)(a, b)
+
+
+def _vectorized(m, x, y, z):
+    vec, pw = m.vectorize, m.piecewise
+    return (vec(lambda a, b: a * b + 1)(x, y), vec(lambda a, b: a - b)(z, y),
+            vec(lambda a, b: m.dot(a, b), signature="(n),(n)->()")(x, y),
+            vec(lambda a, k: a * k, excluded={1})(x, 3.0),
+            vec(lambda a, s: (m.sum(a) * s, m.max(a)), signature="(n)->(),()", excluded={"s"})(x, s=2.0),
+            vec(lambda a: m.outer(a, a), signature="(n)->(n,n)")(z),
+            pw(x, [x < 3, x > 8], [lambda v: v * 2, lambda v: -v, 7.5]),
+            pw(x, [x > 5], [lambda v, k: v + k], 10.0),
+            pw(x.astype(np.int32), [x < 2, x < 5], [1.7, lambda v: v * 3]))
+
+
+def test_vectorize_and_piecewise():
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    y, z = np.arange(4, dtype=np.float32), np.float32([[1], [2], [3]])
+    _check(_vectorized, x, y, z)
+    _check(lambda m, x: m.piecewise(x, [x < 3], [lambda v: v * v, 1.0]), x, eager=False, handoff=True)
+    for make, err, text in [(lambda v: v(abs, excluded={-1}), ValueError, "contains negative numbers"),
+                            (lambda v: v(abs, excluded={1.5}), TypeError, "can only exclude integer or string"),
+                            (lambda v: v(abs, signature="(n->()")(x), ValueError, "not a valid gufunc signature"),
+                            (lambda v: v(lambda a, b: a, signature="(n),(n)->()")(x, y[:3]), ValueError,
+                             "inconsistent size for core dimension 'n': 3 vs 4"),
+                            (lambda v: v(abs, signature="(n)->()")(x), ValueError, r"output shape \(4,\) does not match"),
+                            (lambda v: v(abs, signature="(n)->()")(x, y), TypeError, "wrong number of positional")]:
+        for v in (jnp.vectorize, mnp.vectorize):
+            with pytest.raises(err, match=text):
+                make(v)
+    with pytest.raises(ValueError, match="either 1 or 2 functions are expected; got 3"):
+        mnp.piecewise(x, [x < 1], [1, 2, 3])
