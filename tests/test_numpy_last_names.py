@@ -1,6 +1,7 @@
 """The last ``jax.numpy`` names: ``intersect1d``/``setxor1d`` (setpairs.py), ``vectorize``/
 ``piecewise`` (vectorize.py), ``gradient``/``histogram2d``/``histogramdd`` (numeric.py), against
 ``jax.numpy`` eagerly: minixla eagerly, under ``minixla.jit`` (LLVM) and, for some, on the hand-off."""
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -61,3 +62,66 @@ def test_vectorize_and_piecewise():
                 make(v)
     with pytest.raises(ValueError, match="either 1 or 2 functions are expected; got 3"):
         mnp.piecewise(x, [x < 1], [1, 2, 3])
+
+
+def _close(got, want):
+    """Same structure, dtypes and shapes; floats within a few ulp of the range (histogram
+    edges: linspace rounds differently op by op, see test_numpy_order_stats), others equal."""
+    if isinstance(want, (list, tuple)):
+        assert isinstance(got, (list, tuple)) and len(got) == len(want)
+        return [_close(g, w) for g, w in zip(got, want)]
+    g, w = np.asarray(got), np.asarray(want)
+    assert g.dtype == w.dtype and g.shape == w.shape, (g.dtype, w.dtype, g.shape, w.shape)
+    if g.dtype.kind == "f":
+        np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-6)
+    else:
+        np.testing.assert_array_equal(g, w)
+
+
+def test_gradient():
+    rng = np.random.default_rng(0)
+    f = rng.normal(size=(4, 5)).astype(np.float32)
+    xs = np.cumsum(rng.uniform(0.5, 2, size=5)).astype(np.float32)
+    xi = np.arange(6, dtype=np.int32) ** 2
+    # uniform spacings: eagerly and under jit, bit-identical
+    _check(lambda m, f, xi: (m.gradient(f), m.gradient(f, 2.0), m.gradient(f, axis=-2), m.gradient(f, 0.5, 4.0),
+                             m.gradient(xi), m.gradient(xi, 3), m.gradient(f, axis=())), f, xi, handoff=True)
+    # coordinate arrays, against JAX op by op (XLA turns ``a / broadcast(h)`` into a product
+    # with the reciprocal, as minixla.jit does; minixla's eager divide does not)
+    prog = lambda m, f, xs: (m.gradient(f, 0.5, xs), m.gradient(f, xs, axis=1), m.gradient(f[:, :2], xs[:2], axis=1))  # noqa: E731
+    with jax.disable_jit():
+        want = prog(jnp, f, xs)
+    assert _same(minixla.jit(lambda *a: prog(mnp, *a))(f, xs), want)
+    for call, err, text in [(lambda m: m.gradient(f, edge_order=1), NotImplementedError, "'edge_order' argument"),
+                            (lambda m: m.gradient(f[:1]), ValueError, "too small to calculate a numerical gradient"),
+                            (lambda m: m.gradient(f, 1.0, 2.0, 3.0), TypeError, "Invalid number of spacing arguments 3"),
+                            (lambda m: m.gradient(f, xs[:3], axis=1), ValueError, "must have the same length"),
+                            (lambda m: m.gradient(f, f[None], axis=1), ValueError, "must be 1D arrays or scalars")]:
+        for m in (jnp, mnp):
+            with pytest.raises(err, match=text):
+                call(m)
+
+
+def test_histogramdd_and_histogram2d():
+    rng = np.random.default_rng(1)
+    pts, w = rng.normal(size=(20, 3)).astype(np.float32), rng.uniform(size=20).astype(np.float32)
+    xi = np.arange(6, dtype=np.int32)
+    edges = np.float32([-2, 0, 1, 3])
+    prog = lambda m, p, w, xi: (  # noqa: E731
+        m.histogramdd(p), m.histogramdd(p, bins=(2, 3, 4), range=[(-1, 1), None, (0, 2)]),
+        m.histogramdd(p, bins=3, weights=w, density=True), m.histogramdd(p[:, :2], bins=[edges, 2]),
+        m.histogram2d(p[:, 0], p[:, 1]), m.histogram2d(p[:, 0], p[:, 1], bins=(3, 2), weights=w),
+        m.histogram2d(p[:, 0], p[:, 1], bins=edges, density=True), m.histogram2d(xi, xi[::-1], bins=3))
+    with jax.disable_jit():
+        want = prog(jnp, pts, w, xi)
+    _close(prog(mnp, pts, w, xi), want)
+    _close(minixla.jit(lambda *a: prog(mnp, *a))(pts, w, xi), want)
+    # explicit edges: exact, also on the hand-off
+    _check(lambda m, p, w: (m.histogramdd(p[:, :2], bins=[edges, edges], weights=w), m.histogram2d(p[:, 0], p[:, 2], bins=edges)),
+           pts, w, handoff=True)
+    for call, text in [(lambda m: m.histogramdd(pts, weights=w[:3]), "one weight for each sample"),
+                       (lambda m: m.histogramdd(pts, range=[(0, 1)]), r"range must be a sequence of 3 pairs"),
+                       (lambda m: m.histogramdd(pts, bins=[2, 3]), "should be a bin for each dimension")]:
+        for m in (jnp, mnp):
+            with pytest.raises(ValueError, match=text):
+                call(m)
