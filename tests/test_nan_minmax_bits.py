@@ -61,3 +61,14 @@ def test_clamp_and_fused_nan_bits(backend):
     g = lambda a, b, c: (mlax.clamp(a, b, c), mlax.min(b * 2, c + 1), mlax.max(a - 1, b))  # noqa: E731
     for got, want in zip(minixla.jit(g, backend=backend)(lo, x, hi), f(lo, x, hi)):
         np.testing.assert_array_equal(_bits(got), _bits(want))
+
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", jnp.bfloat16])
+def test_evaluator_nan_bits(dtype):
+    # the HLO evaluator (the constant folder's) gives the backends' bits
+    from minixla.hlo.evaluator import float_max, float_min
+    x, y = _operands(np.dtype(dtype))
+    x, y = x[:, None], y[:, None]
+    for got, want in ((float_max(x, y), lax.max(x, y)), (float_min(x, y), lax.min(x, y))):
+        np.testing.assert_array_equal(_bits(got), _bits(want))
