@@ -1,7 +1,8 @@
 """NaN bits of elementwise maximum/minimum and clamp: bit-identical to JAX eager (XLA:CPU).
 
 XLA:CPU returns a NaN first operand as it is; a NaN second operand keeps its payload with its
-sign bit and-ed (max) or or-ed (min) with the first operand's. (Reductions are not covered:
+sign bit and-ed (max) or or-ed (min) with the first operand's; a bf16 NaN result is
+the quiet NaN of its sign (XLA narrows from f32 dropping the payload, as every bf16 op here). (Reductions are not covered:
 XLA:CPU's vectorized max/min reductions do not even propagate NaN in long rows, see
 test_llvm_backend.test_vectorized_reductions_propagate_nan. Nor XLA:CPU's f16 vector lanes,
 which give the canonical +NaN 0x7e00 whatever the operands.)"""
@@ -17,7 +18,7 @@ import minixla.lax as mlax
 _UINT = {2: np.uint16, 4: np.uint32, 8: np.uint64}
 _NANS = {"float32": [0x7FC00000, 0xFFC00000, 0x7FC00123, 0x7F800001],
          "float64": [0x7FF8000000000000, 0xFFF8000000000000, 0x7FF8000000000123],
-         "float16": [0x7E00, 0xFE00, 0x7E12], "bfloat16": [0x7FC0, 0xFFC0]}
+         "float16": [0x7E00, 0xFE00, 0x7E12], "bfloat16": [0x7FC0, 0xFFC0, 0x7FC1, 0xFF81]}
 
 
 def _bits(a):

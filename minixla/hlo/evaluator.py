@@ -174,14 +174,18 @@ def int_remainder(a, b):
 
 def _xla_nan_bits(a, b, r, is_max):
     """``r`` with XLA:CPU's NaN bits (as the LLVM backend's ``scalar_ops._xla_nan_sign``): a NaN
-    ``a`` as it is; else a NaN ``b`` with its sign bit and-ed (max) / or-ed (min) with ``a``'s."""
+    ``a`` as it is; else a NaN ``b`` with its sign bit and-ed (max) / or-ed (min) with ``a``'s;
+    bf16 NaNs then narrowed from f32 (the quiet NaN of their sign)."""
     a, b = np.broadcast_arrays(np.asarray(a), np.asarray(b))
     bits = np.dtype(f"u{a.dtype.itemsize}")
     ai, bi = a.view(bits), b.view(bits)
     sign = bits.type(1 << (8 * a.dtype.itemsize - 1))
     nan_b = (bi & (ai | ~sign)) if is_max else (bi | (ai & sign))
     nan_a, isnan_b = np.isnan(a.astype(np.float32)), np.isnan(b.astype(np.float32))
-    return np.where(nan_a, a, np.where(isnan_b, nan_b.view(a.dtype), r))
+    out = np.where(nan_a, a, np.where(isnan_b, nan_b.view(a.dtype), r))
+    if a.dtype.name == "bfloat16":  # computed in f32 and narrowed: a NaN loses its payload
+        out = out.astype(np.float32).astype(a.dtype)
+    return out
 
 
 def float_max(a, b):
