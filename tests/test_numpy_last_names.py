@@ -55,7 +55,8 @@ def test_vectorize_and_piecewise():
                             (lambda v: v(abs, signature="(n->()")(x), ValueError, "not a valid gufunc signature"),
                             (lambda v: v(lambda a, b: a, signature="(n),(n)->()")(x, y[:3]), ValueError,
                              "inconsistent size for core dimension 'n': 3 vs 4"),
-                            (lambda v: v(abs, signature="(n)->()")(x), ValueError, r"output shape \(4,\) does not match"),
+                            (lambda v: v(abs, signature="(n)->()")(x), ValueError,
+                             r"output shape \(4,\) does not match"),
                             (lambda v: v(abs, signature="(n)->()")(x, y), TypeError, "wrong number of positional")]:
         for v in (jnp.vectorize, mnp.vectorize):
             with pytest.raises(err, match=text):
@@ -88,13 +89,15 @@ def test_gradient():
                              m.gradient(xi), m.gradient(xi, 3), m.gradient(f, axis=())), f, xi, handoff=True)
     # coordinate arrays, against JAX op by op (XLA turns ``a / broadcast(h)`` into a product
     # with the reciprocal, as minixla.jit does; minixla's eager divide does not)
-    prog = lambda m, f, xs: (m.gradient(f, 0.5, xs), m.gradient(f, xs, axis=1), m.gradient(f[:, :2], xs[:2], axis=1))  # noqa: E731
+    prog = lambda m, f, xs: (m.gradient(f, 0.5, xs), m.gradient(f, xs, axis=1),  # noqa: E731
+                             m.gradient(f[:, :2], xs[:2], axis=1))
     with jax.disable_jit():
         want = prog(jnp, f, xs)
     assert _same(minixla.jit(lambda *a: prog(mnp, *a))(f, xs), want)
     for call, err, text in [(lambda m: m.gradient(f, edge_order=1), NotImplementedError, "'edge_order' argument"),
                             (lambda m: m.gradient(f[:1]), ValueError, "too small to calculate a numerical gradient"),
-                            (lambda m: m.gradient(f, 1.0, 2.0, 3.0), TypeError, "Invalid number of spacing arguments 3"),
+                            (lambda m: m.gradient(f, 1.0, 2.0, 3.0), TypeError,
+                             "Invalid number of spacing arguments 3"),
                             (lambda m: m.gradient(f, xs[:3], axis=1), ValueError, "must have the same length"),
                             (lambda m: m.gradient(f, f[None], axis=1), ValueError, "must be 1D arrays or scalars")]:
         for m in (jnp, mnp):
@@ -117,7 +120,8 @@ def test_histogramdd_and_histogram2d():
     _close(prog(mnp, pts, w, xi), want)
     _close(minixla.jit(lambda *a: prog(mnp, *a))(pts, w, xi), want)
     # explicit edges: exact, also on the hand-off
-    _check(lambda m, p, w: (m.histogramdd(p[:, :2], bins=[edges, edges], weights=w), m.histogram2d(p[:, 0], p[:, 2], bins=edges)),
+    _check(lambda m, p, w: (m.histogramdd(p[:, :2], bins=[edges, edges], weights=w),
+                            m.histogram2d(p[:, 0], p[:, 2], bins=edges)),
            pts, w, handoff=True)
     for call, text in [(lambda m: m.histogramdd(pts, weights=w[:3]), "one weight for each sample"),
                        (lambda m: m.histogramdd(pts, range=[(0, 1)]), r"range must be a sequence of 3 pairs"),
