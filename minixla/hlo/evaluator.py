@@ -184,7 +184,8 @@ def _xla_nan_bits(a, b, r, is_max):
     nan_a, isnan_b = np.isnan(a.astype(np.float32)), np.isnan(b.astype(np.float32))
     out = np.where(nan_a, a, np.where(isnan_b, nan_b.view(a.dtype), r))
     if a.dtype.name == "bfloat16":  # computed in f32 and narrowed: a NaN loses its payload
-        out = out.astype(np.float32).astype(a.dtype)
+        with np.errstate(invalid="ignore"):
+            out = out.astype(np.float32).astype(a.dtype)
     return out
 
 
