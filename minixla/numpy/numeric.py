@@ -13,7 +13,7 @@ from minixla.core.avals import get_aval
 from minixla.numpy.promotion import _arr, _canon_axis1, _cast, _promote_inexact
 from minixla.numpy.creation import asarray
 from minixla.numpy.manipulation import concatenate, reshape, transpose
-from minixla.numpy.elementwise import equal, where
+from minixla.numpy.elementwise import add, divide, equal, multiply, negative, subtract, where
 from minixla.numpy.reductions import sum as _sum
 from minixla.numpy.indexing import _getitem
 from minixla.numpy.sequences import bincount, diff
@@ -24,29 +24,30 @@ __all__ = ["gradient", "histogram2d", "histogramdd"]
 
 
 def _gradient_along(a, h, axis):
-    """One axis of ``gradient``: first-order one-sided edges, second-order central inside."""
+    """One axis of ``gradient``: first-order one-sided edges, second-order central inside.
+    (minixla's ops throughout, not Python operators: eager values are NumPy arrays.)"""
     n, nd = get_aval(a).shape[axis], len(get_aval(a).shape)
 
     def part(x, lo, hi):
         return lax.slice_in_dim(x, lo, hi, axis=axis)
-    first = lax.sub(part(a, 1, 2), part(a, 0, 1))
-    last = lax.sub(part(a, n - 1, n), part(a, n - 2, n - 1))
+    first = subtract(part(a, 1, 2), part(a, 0, 1))
+    last = subtract(part(a, n - 1, n), part(a, n - 2, n - 1))
     if np.ndim(h) == 0:
-        inner = (part(a, 2, n) - part(a, 0, n - 2)) * 0.5 / h
-        return concatenate((first / h, inner, last / h), axis=axis)
+        inner = divide(multiply(subtract(part(a, 2, n), part(a, 0, n - 2)), 0.5), h)
+        return concatenate((divide(first, h), inner, divide(last, h)), axis=axis)
     if np.ndim(h) != 1:
         raise ValueError("Spacing arrays must be 1D arrays or scalars.")
     if get_aval(h).shape[0] != n:
         raise ValueError("Spacing arrays must have the same length as the dimension along which "
                          "the gradient is calculated.")
     h = reshape(h, tuple(n if d == axis else 1 for d in range(nd)))
-    first = first / (part(h, 1, 2) - part(h, 0, 1))
-    last = last / (part(h, n - 1, n) - part(h, n - 2, n - 1))
-    dx1, dx2 = part(h, 1, n - 1) - part(h, 0, n - 2), part(h, 2, n) - part(h, 1, n - 1)
-    ca = -dx2 / (dx1 * (dx1 + dx2))
-    cb = (dx2 - dx1) / (dx1 * dx2)
-    cc = dx1 / (dx2 * (dx1 + dx2))
-    inner = ca * part(a, 0, n - 2) + cb * part(a, 1, n - 1) + cc * part(a, 2, n)
+    first = divide(first, subtract(part(h, 1, 2), part(h, 0, 1)))
+    last = divide(last, subtract(part(h, n - 1, n), part(h, n - 2, n - 1)))
+    dx1, dx2 = subtract(part(h, 1, n - 1), part(h, 0, n - 2)), subtract(part(h, 2, n), part(h, 1, n - 1))
+    ca = divide(negative(dx2), multiply(dx1, add(dx1, dx2)))
+    cb = divide(subtract(dx2, dx1), multiply(dx1, dx2))
+    cc = divide(dx1, multiply(dx2, add(dx1, dx2)))
+    inner = add(add(multiply(ca, part(a, 0, n - 2)), multiply(cb, part(a, 1, n - 1))), multiply(cc, part(a, 2, n)))
     return concatenate((first, inner, last), axis=axis)
 
 
@@ -110,7 +111,7 @@ def histogramdd(sample, bins=10, range=None, weights=None, density=None):  # noq
         col = _getitem(sample, (slice(None), i))
         e = histogram_bin_edges(col, per_dim[i], None if range is None else range[i], weights)
         k = searchsorted(e, col, side="right")
-        idx.append(where(equal(col, _getitem(e, -1)), k - 1, k))
+        idx.append(where(equal(col, _getitem(e, -1)), subtract(k, 1), k))
         edges.append(e)
     nbins = tuple(get_aval(e).shape[0] + 1 for e in edges)
     flat = ravel_multi_index(tuple(idx), nbins, mode="clip")
@@ -118,9 +119,9 @@ def histogramdd(sample, bins=10, range=None, weights=None, density=None):  # noq
     hist = _getitem(hist, (slice(1, -1),) * d)
     if density:
         hist = _cast(hist, get_aval(sample).dtype)
-        hist = hist / _sum(hist)
+        hist = divide(hist, _sum(hist))
         for norm in ix_(*(diff(e) for e in edges)):
-            hist = hist / norm
+            hist = divide(hist, norm)
     return hist, edges
 
 

@@ -9,8 +9,8 @@ from minixla import lax
 from minixla.core.avals import get_aval
 from minixla.numpy.promotion import _arr, _promote_dtypes
 from minixla.numpy.creation import arange, full, full_like
-from minixla.numpy.manipulation import concatenate, ravel
-from minixla.numpy.elementwise import equal, less, logical_and, logical_not, where
+from minixla.numpy.manipulation import concatenate, expand_dims, ravel
+from minixla.numpy.elementwise import equal, less, logical_and, logical_not, subtract, where
 from minixla.numpy.reductions import any as _any, argmax, max as _max, min as _min, sum
 from minixla.numpy.indexing import _getitem
 from minixla.numpy.setops import unique
@@ -36,7 +36,7 @@ def _uniques(a, assume_unique, size, return_index=False):
         vals, first = unique(a, size=size and n), None
     if size is None:
         return vals, first, full(get_aval(vals).shape, True)
-    n_unique = n + 1 - sum(equal(vals, _getitem(vals, 0)))
+    n_unique = subtract(n + 1, sum(equal(vals, _getitem(vals, 0))))
     return vals, first, less(arange(n), n_unique)
 
 
@@ -78,18 +78,23 @@ def intersect1d(ar1, ar2, assume_unique=False, return_indices=False, *, size=Non
     n1, n2 = get_aval(a1).shape[0], get_aval(a2).shape[0]
     if size is None:
         j1 = _getitem(i1, mask)
-        j2 = _getitem(i2, argmax(equal(vals[:, None], u2[None, :]), axis=1)) if n2 else j1
+        j2 = _getitem(i2, argmax(_pairs(equal, vals, u2), axis=1)) if n2 else j1
         return vals, j1, j2
     j1 = _getitem(concatenate((i1, full((1,), n1, i1.dtype))), pos)
-    j2 = _getitem(i2, argmax(logical_and(equal(vals[:, None], u2[None, :]), ok2), axis=1)) if n2 else j1
+    j2 = _getitem(i2, argmax(logical_and(_pairs(equal, vals, u2), ok2), axis=1)) if n2 else j1
     return vals, j1, where(got, j2, n2)
+
+
+def _pairs(op, x, y):
+    """``op(x[i], y[j])`` for all pairs: shape ``(len(x), len(y))``."""
+    return op(expand_dims(x, 1), expand_dims(y, 0))
 
 
 def _in_valid(u1, u2, ok2):
     """``u1[i]`` equals some valid ``u2[j]``."""
     if get_aval(u1).shape[0] == 0 or get_aval(u2).shape[0] == 0:
         return full(get_aval(u1).shape, False)
-    return _any(logical_and(equal(u1[:, None], u2[None, :]), ok2[None, :]), axis=1)
+    return _any(logical_and(_pairs(equal, u1, u2), expand_dims(ok2, 0)), axis=1)
 
 
 def setxor1d(ar1, ar2, assume_unique=False, *, size=None, fill_value=None):

@@ -151,7 +151,7 @@ def piecewise(x, condlist, funclist, *args, **kw):
     else:
         raise ValueError(f"with {nc} condition(s), either {nc} or {nc + 1} functions are expected; got {nf}")
     conds = asarray(condlist, dtype=bool)
-    which = argmax(cumsum(concatenate([zeros_like(conds[:1]), conds], 0), 0), 0)
+    which = argmax(cumsum(concatenate([zeros_like(lax.slice_in_dim(conds, 0, 1)), conds], 0), 0), 0)
     dtype = get_aval(x).dtype
 
     def branch(f):
