@@ -172,18 +172,35 @@ def int_remainder(a, b):
     return np.where(by_zero, a, r).astype(a.dtype)
 
 
+def _xla_nan_bits(a, b, r, is_max):
+    """``r`` with XLA:CPU's NaN bits (as the LLVM backend's ``scalar_ops._xla_nan_sign``): a NaN
+    ``a`` as it is; else a NaN ``b`` with its sign bit and-ed (max) / or-ed (min) with ``a``'s;
+    bf16 NaNs then narrowed from f32 (the quiet NaN of their sign)."""
+    a, b = np.broadcast_arrays(np.asarray(a), np.asarray(b))
+    bits = np.dtype(f"u{a.dtype.itemsize}")
+    ai, bi = a.view(bits), b.view(bits)
+    sign = bits.type(1 << (8 * a.dtype.itemsize - 1))
+    nan_b = (bi & (ai | ~sign)) if is_max else (bi | (ai & sign))
+    nan_a, isnan_b = np.isnan(a.astype(np.float32)), np.isnan(b.astype(np.float32))
+    out = np.where(nan_a, a, np.where(isnan_b, nan_b.view(a.dtype), r))
+    if a.dtype.name == "bfloat16":  # computed in f32 and narrowed: a NaN loses its payload
+        with np.errstate(invalid="ignore"):
+            out = out.astype(np.float32).astype(a.dtype)
+    return out
+
+
 def float_max(a, b):
-    """IEEE-754 2019 ``maximum``: NaN propagates, ``-0.0 < +0.0``."""
+    """IEEE-754 2019 ``maximum``: NaN propagates (XLA:CPU's bits), ``-0.0 < +0.0``."""
     r = np.maximum(a, b)
     zeros = (a == 0) & (b == 0)
-    return np.where(zeros, np.where(np.signbit(a), b, a), r)
+    return _xla_nan_bits(a, b, np.where(zeros, np.where(np.signbit(a), b, a), r), True)
 
 
 def float_min(a, b):
-    """IEEE-754 2019 ``minimum``: NaN propagates, ``-0.0 < +0.0``."""
+    """IEEE-754 2019 ``minimum``: NaN propagates (XLA:CPU's bits), ``-0.0 < +0.0``."""
     r = np.minimum(a, b)
     zeros = (a == 0) & (b == 0)
-    return np.where(zeros, np.where(np.signbit(a), a, b), r)
+    return _xla_nan_bits(a, b, np.where(zeros, np.where(np.signbit(a), a, b), r), False)
 
 
 def convert(x, dst):
@@ -446,7 +463,7 @@ def _shift(kind):
 
 def _clamp(instr, lo, x, hi):
     if is_float(x.dtype):
-        return float_min(float_max(x, lo), hi)
+        return float_min(float_max(lo, x), hi)  # XLA:CPU's operand order (its NaN bits)
     return np.minimum(np.maximum(x, lo), hi)
 
 

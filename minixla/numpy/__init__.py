@@ -40,7 +40,7 @@ from minixla.core import errors
 from minixla.numpy import promotion, creation, manipulation, elementwise  # noqa: I001 (in layer order)
 from minixla.numpy import reductions, contractions, indexing, misc, ufuncs, matrices, sequences
 from minixla.numpy import sorting, quantiles, setops, array_api, floatbits, editing, index_tricks
-from minixla.numpy import polys, windows_fns, functional
+from minixla.numpy import polys, windows_fns, functional, setpairs, vectorize, numeric
 from minixla.numpy.promotion import *  # noqa: F401,F403
 from minixla.numpy.promotion import _arr, _canon_axes, _canon_axis1, _promote_inexact  # noqa: F401 (for nn)
 from minixla.numpy.creation import *  # noqa: F401,F403
@@ -65,6 +65,9 @@ from minixla.numpy.index_tricks import *  # noqa: F401,F403
 from minixla.numpy.polys import *  # noqa: F401,F403
 from minixla.numpy.windows_fns import *  # noqa: F401,F403
 from minixla.numpy.functional import *  # noqa: F401,F403
+from minixla.numpy.setpairs import *  # noqa: F401,F403
+from minixla.numpy.vectorize import *  # noqa: F401,F403
+from minixla.numpy.numeric import *  # noqa: F401,F403
 
 # NumPy's dtype aliases, as jax.numpy's (the same objects as the sized names; no complex here).
 double = float_ = float64  # noqa: F405
@@ -84,7 +87,7 @@ def _at_operands(ref, *args, **kwargs):
 errors.wrap_package_functions(globals(), [promotion, creation, manipulation, elementwise, reductions,
                                           contractions, indexing, misc, ufuncs, matrices, sequences,
                                           sorting, quantiles, setops, floatbits, editing, index_tricks, polys,
-                                          windows_fns, functional], extra=[("_getitem", "getitem")])
+                                          windows_fns, functional, setpairs, vectorize, numeric], extra=[("_getitem", "getitem")])
 for _name in ("get", "set", "add", "multiply", "mul", "min", "max"):
     setattr(_IndexUpdateRef, _name, errors.api_boundary(getattr(_IndexUpdateRef, _name), f"at[].{_name}",
                                                         _at_operands))

@@ -282,7 +282,18 @@ def histogram_bin_edges(a, bins=10, range=None, weights=None):  # noqa: A002 (nu
     empty = lax.eq(lax.sub(hi, lo), np.asarray(0, dt))
     lo = where(empty, lax.sub(lo, np.asarray(0.5, dt)), lo)
     hi = where(empty, lax.add(hi, np.asarray(0.5, dt)), hi)
+    if isinstance(lo, Tracer) or isinstance(hi, Tracer):
+        return _linspace_traced(lo, hi, nbins, dt)
     return linspace(lo, hi, nbins + 1, dtype=dt)
+
+
+def _linspace_traced(lo, hi, n, dt):
+    """``linspace(lo, hi, n + 1)`` of traced scalars, by JAX's formula: ``lo * (1 - t) + hi * t``
+    for ``t = iota(n) / n``, then ``hi`` itself (``histogram_bin_edges`` under ``jit``)."""
+    t = lax.div(lax.iota(dt, n), lax.full((n,), n, dt))
+    one = lax.full((n,), 1, dt)
+    out = lax.add(lax.mul(lax.broadcast(lo, (n,)), lax.sub(one, t)), lax.mul(lax.broadcast(hi, (n,)), t))
+    return lax.concatenate([out, lax.broadcast(hi, (1,))], 0)
 
 
 

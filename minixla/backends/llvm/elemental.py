@@ -167,10 +167,10 @@ def _select_rule(em, instr, index):
     return em.builder.select(p, t, f)
 
 
-def _clamp_rule(em, instr, index):  # clamp(lo, x, hi) = min(max(x, lo), hi)
-    lo, x, hi = (em.operand(instr, k, index) for k in range(3))
+def _clamp_rule(em, instr, index):  # clamp(lo, x, hi) = min(max(lo, x), hi), in XLA:CPU's
+    lo, x, hi = (em.operand(instr, k, index) for k in range(3))  # operand order (NaN bits)
     dtype = instr.shape.dtype
-    return binary_op(em.builder, "minimum", dtype, binary_op(em.builder, "maximum", dtype, x, lo), hi)
+    return binary_op(em.builder, "minimum", dtype, binary_op(em.builder, "maximum", dtype, lo, x), hi)
 
 
 def _convert_rule(em, instr, index):

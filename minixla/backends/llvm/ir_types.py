@@ -78,11 +78,11 @@ def mem_type(dtype) -> ir.Type:
 
 def _bf16_bits(builder: ir.IRBuilder, value):
     """The bfloat16 nearest an f32 register value, as i16 bits: round to nearest even on the
-    bit pattern; a NaN keeps its sign and top payload bits and is made quiet (never inf)."""
+    bit pattern; a NaN becomes the quiet NaN of its sign (payload dropped, as XLA:CPU's)."""
     bits = builder.bitcast(value, I32)
     lsb = builder.and_(builder.lshr(bits, ir.Constant(I32, 16)), ir.Constant(I32, 1))
     rounded = builder.add(bits, builder.add(ir.Constant(I32, 0x7FFF), lsb))
-    quiet_nan = builder.or_(bits, ir.Constant(I32, 0x400000))
+    quiet_nan = builder.or_(builder.and_(bits, ir.Constant(I32, 0x80000000)), ir.Constant(I32, 0x7FC00000))
     is_nan = builder.fcmp_unordered("uno", value, value)
     out = builder.select(is_nan, quiet_nan, rounded)
     return builder.trunc(builder.lshr(out, ir.Constant(I32, 16)), I16)

@@ -79,6 +79,23 @@ def _daz(b, dtype, x):
     return _flush_subnormal(b, x)
 
 
+def _xla_nan_sign(b, opcode, x, y, result):
+    """The NaN bits XLA:CPU's elementwise maximum/minimum give (JAX eager, all float dtypes):
+    a NaN ``x`` is returned as it is; else a NaN ``y`` keeps its payload, its sign bit and-ed
+    (maximum) or or-ed (minimum) with ``x``'s, so ``min(-1, +nan)`` is ``-nan`` and
+    ``max(+1, -nan)`` is ``+nan``. Otherwise ``result`` (IEEE maximum/minimum, -0.0 < +0.0).
+    Only the sign bit is touched: f16/bf16 registers are f32 widened exactly, so it is theirs."""
+    ity = ir.IntType(64 if x.type == ir.DoubleType() else 32)
+    sign = ir.Constant(ity, 1 << (ity.width - 1))
+    xi, yi = b.bitcast(x, ity), b.bitcast(y, ity)
+    if opcode == "maximum":
+        nan_y = b.and_(yi, b.or_(xi, b.not_(sign)))
+    else:
+        nan_y = b.or_(yi, b.and_(xi, sign))
+    y_nan = b.select(b.fcmp_unordered("uno", y, y), b.bitcast(nan_y, x.type), result)
+    return b.select(b.fcmp_unordered("uno", x, x), x, y_nan)
+
+
 def binary_op(b: ir.IRBuilder, opcode: str, dtype, x, y, fastmath=()):
     """``opcode(x, y)`` on register values of ``dtype``.
 
@@ -100,9 +117,10 @@ def binary_op(b: ir.IRBuilder, opcode: str, dtype, x, y, fastmath=()):
         if flt:  # IEEE-754 2019 maximum/minimum: NaN propagates, -0.0 < +0.0; XLA:CPU's
             # reads subnormal operands as ±0 (JAX eager: max(1e-45, -1e-45) is +0.0). Not in
             # reductions (``fastmath``): their accumulation keeps LLVM's maximum as it is.
-            if not fastmath:
-                x, y = _daz(b, dtype, x), _daz(b, dtype, y)
-            return T.intrinsic(b, opcode, x.type, [x, y], fastmath=fastmath)
+            if fastmath:
+                return T.intrinsic(b, opcode, x.type, [x, y], fastmath=fastmath)
+            x, y = _daz(b, dtype, x), _daz(b, dtype, y)
+            return _xla_nan_sign(b, opcode, x, y, T.intrinsic(b, opcode, x.type, [x, y]))
         op = ">" if opcode == "maximum" else "<"
         cmp = b.icmp_signed(op, x, y) if signed else b.icmp_unsigned(op, x, y)
         return b.select(cmp, x, y)
