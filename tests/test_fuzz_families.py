@@ -1,5 +1,6 @@
 """The differential fuzzer's op families (``minixla/fuzz/families.py``: linear algebra,
-``random`` with keys from drawn seeds or program data, sorting and the cumulative reductions)
+``random`` with keys from drawn seeds or program data, sorting and the cumulative reductions,
+windows: ``reduce_window`` pooling and ``conv_transpose``)
 in every mode: forward (``minixla.jit`` on both backends), ``grad``/``vjp``, ``jvp``, ``vmap``,
 and the program written with ``jax.numpy``/``jax.random``/``jax.lax.linalg`` imported through the
 JAX front end -- against JAX eager under the fuzzer's contract (exact values bit for bit, the
