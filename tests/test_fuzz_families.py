@@ -1,5 +1,6 @@
 """The differential fuzzer's op families (``minixla/fuzz/families.py``: linear algebra,
-``random`` with keys from drawn seeds or program data, sorting and the cumulative reductions)
+``random`` with keys from drawn seeds or program data, sorting and the cumulative reductions,
+windows: ``reduce_window`` pooling and ``conv_transpose``)
 in every mode: forward (``minixla.jit`` on both backends), ``grad``/``vjp``, ``jvp``, ``vmap``,
 and the program written with ``jax.numpy``/``jax.random``/``jax.lax.linalg`` imported through the
 JAX front end -- against JAX eager under the fuzzer's contract (exact values bit for bit, the
@@ -96,4 +97,38 @@ def test_family_programs_transformed(mode):
     @given(strategy, st.data())
     def run(prog, data):
         fuzz_transform(mode, prog, data, LOG)
+    run()
+
+
+#: small operands of rank 1-3 (size-1 dims too) for the windows family
+WINDOW_SHAPES = st.sampled_from([(5,), (1, 3), (2, 3, 1), (1, 4, 2), (3, 1, 3)])
+WINDOW_DTYPES = [np.dtype(d) for d in (np.float32, np.float32, np.float16, np.int32)] + [P.BF16]
+
+
+def _draw_window_op(draw, vals):
+    return draw_family_op(draw, vals, ("windows",))
+
+
+@pytest.mark.parametrize("mode", ["forward", "vmap"])
+def test_window_programs(mode, monkeypatch):
+    """A handful of ``windows`` programs (``reduce_window`` pooling, ``conv_transpose``) forward
+    on both backends and under ``vmap``."""
+    monkeypatch.setattr(P, "FAMILIES", ("windows",))
+    monkeypatch.setattr(TR, "draw_transform_op", _draw_window_op)
+    strategy = P.programs(dtypes=WINDOW_DTYPES, max_ops=MAX_OPS, shape_strategy=WINDOW_SHAPES)
+
+    @_fuzz(max(N, 3))
+    @given(strategy, st.data())
+    def run(prog, data):
+        if mode == "vmap":
+            fuzz_transform(mode, prog, data, LOG)
+            return
+        inputs, n_ops, _ = prog
+        program, vals = P.build(data.draw, inputs, n_ops)
+        if program:
+            outputs = _outputs(data, inputs, vals)
+            try:
+                P.run_program(inputs, program, outputs, vals)
+            except Exception as e:
+                raise AssertionError(f"{P.describe(inputs, program, outputs)}\n{type(e).__name__}: {e}") from e
     run()

@@ -58,6 +58,19 @@ def test_conv_transpose(padding):
                                transpose_kernel=True), rtol=1e-4, atol=1e-4)
 
 
+def test_conv_transpose_consistent_padding():
+    # use_consistent_padding: explicit pairs are the forward conv's padding (k_eff - p - 1 pads)
+    lhs = (RNG.randint(-8, 9, (1, 2, 4)) / 4).astype(np.float32)  # NCH, exact sums
+    rhs = (RNG.randint(-8, 9, (3, 2, 3)) / 4).astype(np.float32)  # OIH
+    dn = ("NCH", "OIH", "NCH")
+    for pad in [((0, 0),), ((1, 2),), ((2, 0),)]:
+        kw = dict(rhs_dilation=(2,), dimension_numbers=dn, use_consistent_padding=True)
+        ref = jax.lax.conv_transpose(lhs, rhs, (2,), pad, **kw)
+        np.testing.assert_array_equal(minixla.jit(lambda a, b: ml.conv_transpose(a, b, (2,), pad, **kw))(lhs, rhs),
+                                      ref)
+        np.testing.assert_array_equal(ml.conv_transpose(lhs, rhs, (2,), pad, **kw), ref)
+
+
 def test_reduce_monoids_and_errors():
     i = RNG.randint(-9, 9, (4, 5)).astype(np.int32)
     for ours, theirs, init, x in [

@@ -107,3 +107,37 @@ def test_pooling_ties_nan_and_padding_select_xla_s_element():
     xs, ts = np.stack([x, x[::-1]]), np.stack([t, -t])
     np.testing.assert_array_equal(minixla.vmap(jvp)(xs, ts),
                                   jax.vmap(lambda v, s: jax.jvp(g(jax.lax, jax.lax.max), (v,), (s,))[1])(xs, ts))
+
+
+@pytest.mark.parametrize("shape,window,strides,padding,base,wdil", [
+    ((5,), (2,), (2,), ((2, 1),), (2,), (2,)),  # (the fuzzer's: a base-dilated, strided window sum)
+    ((2, 3), (2, 3), (2, 1), ((2, 2), (0, 2)), (2, 1), (2, 2)),
+    ((4, 1), (3, 1), (3, 1), "SAME", (2, 2), (1, 1)),
+    ((0, 3), (2, 2), (1, 1), ((1, 0), (0, 1)), (2, 2), (1, 1)),
+])
+def test_sum_pooling_grad_with_base_dilation_matches_jax(shape, window, strides, padding, base, wdil):
+    # JAX transposes reduce_window_sum with base_dilation too: the cotangent's window sum,
+    # strided by base_dilation over the holes (it raised NotImplementedError here)
+    x = np.arange(np.prod(shape), dtype=np.float32).reshape(shape)
+    loss = lambda lax: lambda v: (lax.reduce_window(v, 0.0, lax.add, window, strides, padding, base,  # noqa: E731
+                                                    wdil) * np.float32(1.5)).sum()
+    want = jax.grad(loss(jax.lax))(x)
+    np.testing.assert_array_equal(minixla.grad(loss(ml))(x), want)
+    for backend in ("llvm", "jax"):
+        np.testing.assert_array_equal(minixla.jit(minixla.grad(loss(ml)), backend=backend)(x), want)
+
+
+def test_same_padding_with_base_dilation_is_worked_out_on_the_undilated_operand():
+    # JAX's "SAME" pads from the operand's own dims (base_dilation left out) and the dilated
+    # window: here (5, 1, 1), where padding the base-dilated dims would give (5, 1, 2)
+    x = (np.arange(30).reshape(5, 2, 3) / 4).astype(np.float16)
+    for comp, init in [("add", 0), ("max", -np.inf), ("min", np.inf)]:
+        def f(lax):
+            return lambda v: lax.reduce_window(v, np.float16(init), getattr(lax, comp), (2, 3, 3), (1, 2, 3),
+                                               "SAME", (1, 1, 2), (1, 2, 2))
+        want = f(jax.lax)(x)
+        assert want.shape == (5, 1, 1)
+        for got in (f(ml)(x), minixla.jit(f(ml))(x), minixla.jit(f(ml), backend="jax")(x)):
+            np.testing.assert_array_equal(got, want)
+        xs = np.stack([x, -x])
+        np.testing.assert_array_equal(minixla.jit(minixla.vmap(f(ml)))(xs), jax.vmap(f(jax.lax))(xs))

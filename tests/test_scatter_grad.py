@@ -2,10 +2,12 @@
 colliding indices (only one update lands: JAX's scatter-of-ids rule), ties (shared equally)
 and dropped out-of-bounds windows."""
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
 import minixla
+import minixla.numpy as mnp
 from minixla import lax
 
 SDN = lax.ScatterDimensionNumbers((1,), (0,), (0,))
@@ -76,3 +78,17 @@ def test_scatter_extrema_nan_results_have_zero_tangent(name):
     u[0, 1] = np.nan
     _check(name, x, u)
     _check(name, x, u, wrt=(0,))
+
+
+@pytest.mark.parametrize("shape,index", [((0, 0), np.array([0, 0, -1], np.int32)), ((3,), slice(2, 2)),
+                                         ((2, 0, 3), (0, slice(None)))])
+def test_multiply_into_an_empty_slice_is_no_scatter(shape, index):
+    # JAX returns x when the indexed slice is empty, before any scatter: grad of a non-unique
+    # .multiply is then defined (the fuzzer's grad mode: minixla raised scatter_mul's error)
+    def f(np_):
+        return lambda x, v: (x.at[index].multiply(v) * 2).sum() + v * 3
+    x, v = np.zeros(shape, np.float32), np.float32(2)
+    want = jax.grad(f(jnp), argnums=(0, 1))(x, v)
+    for got in (minixla.grad(f(mnp), argnums=(0, 1))(x, v), minixla.jit(minixla.grad(f(mnp), argnums=(0, 1)))(x, v)):
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(g, w)

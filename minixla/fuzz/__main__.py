@@ -9,7 +9,7 @@ programs written with ``jax.numpy``/``jax.lax``/``jax.random`` and imported by t
 as ``tests/test_jax_frontend_fuzz.py``), appends every mismatch to ``--failures`` (one JSON object a line: the
 program's op list and the message) and prints a JSON summary: programs run, skipped, failed,
 seconds. ``--log`` keeps the program being run, for a crash that takes the process down.
-``--families`` (default: all) adds the linear-algebra, random and sorting ops of
+``--families`` (default: all) adds the linear-algebra, random, sorting and window ops of
 ``minixla/fuzz/families.py`` to the draws (one op in ``--family-odds``); ``--families none``
 draws the programs the fuzzer drew before them (same seed, same program).
 """

@@ -1,7 +1,8 @@
 """Op families the differential fuzzer draws besides ``programs.py``'s elementwise, structural
 and reduction ops: linear algebra (``lax.linalg`` and ``numpy.linalg``), ``random``
 (threefry keys from drawn seeds or from program data) and sorting (``sort``, ``argsort``,
-multi-operand ``lax.sort``, ``top_k``, the cumulative ``lax`` reductions).
+multi-operand ``lax.sort``, ``top_k``, the cumulative ``lax`` reductions) and windows
+(``reduce_window`` pooling, ``conv_transpose``: ``windows.py``).
 
 Every op reads exact values only (so JAX eager and minixla see the same operand) and builds,
 inside the program -- on both sides, from any data -- an operand on which the result is
@@ -40,10 +41,11 @@ from hypothesis import strategies as st
 import minixla
 import minixla.random  # noqa: F401 (minixla.random as an attribute)
 from minixla import lax as mlax
+from minixla.fuzz import windows
 
 F32 = np.dtype(np.float32)
 EPS = float(np.finfo(np.float32).eps)
-FAMILIES = ("linalg", "random", "sorting")
+FAMILIES = ("linalg", "random", "sorting", "windows")
 
 
 def _jax_side(np_):
@@ -409,8 +411,8 @@ def sorting_flags(p, args):
 
 # ---------------------------------------------------------------------------------------
 
-OPS = {"fam_linalg": _la, "fam_random": _rand, "fam_sorting": _sort}
-DRAW = {"linalg": draw_linalg, "random": draw_random, "sorting": draw_sorting}
+OPS = {"fam_linalg": _la, "fam_random": _rand, "fam_sorting": _sort, **windows.OPS}
+DRAW = {"linalg": draw_linalg, "random": draw_random, "sorting": draw_sorting, "windows": windows.draw_windows}
 
 
 def draw_family_op(draw, vals, families):
@@ -425,4 +427,6 @@ def classify(op, p, args):
         return linalg_flags(p) if all(a.exact for a in args) else None
     if op == "fam_random":
         return random_flags(p, args)
+    if op == "fam_windows":
+        return windows.windows_flags(p, args)
     return sorting_flags(p, args)

@@ -23,20 +23,20 @@ def _reduce_window_sum_t(ct, x, *, window_dimensions, window_strides, padding, b
                          window_dilation):
     # JAX's rule: each input element receives the cotangents of the windows that cover it -- a
     # window sum over the cotangent, strided apart by interior padding (stride - 1) and padded
-    # so the window slides over every position (the conv VJP's lhs padding).
-    if any(b != 1 for b in base_dilation):
-        raise NotImplementedError("transpose of reduce_window_sum with base_dilation (as in JAX)")
+    # so the window slides over every position of the base-dilated operand (the conv VJP's lhs
+    # padding); striding that sum by ``base_dilation`` steps over the holes, back to the operand.
     in_shape, ct_shape = x.aval.shape, _shape(ct)
     config = []
-    for n, w, s, (lo, _hi), wd, m in zip(in_shape, window_dimensions, window_strides, padding,
-                                         window_dilation, ct_shape):
+    for n, w, s, (lo, _hi), b, wd, m in zip(in_shape, window_dimensions, window_strides, padding,
+                                            base_dilation, window_dilation, ct_shape):
         span = (w - 1) * wd + 1
         before = span - lo - 1
-        after = n + span - 1 - ((m - 1) * s + 1 if m else 0) - before
+        after = ((n - 1) * b + 1 if n else 0) + span - 1 - ((m - 1) * s + 1 if m else 0) - before
         config.append((before, after, s - 1))
     padded = L.pad_p.bind(ct, _const(ct, 0), padding_config=tuple(config))
     ones = (1,) * len(in_shape)
-    return [L.reduce_window_sum_p.bind(padded, window_dimensions=window_dimensions, window_strides=ones,
+    return [L.reduce_window_sum_p.bind(padded, window_dimensions=window_dimensions,
+                                       window_strides=tuple(base_dilation),
                                        padding=((0, 0),) * len(in_shape), base_dilation=ones,
                                        window_dilation=window_dilation)]
 

@@ -130,7 +130,8 @@ def _transpose_pads(k: int, s: int, padding) -> tuple:
 
 
 def conv_transpose(lhs, rhs, strides, padding, rhs_dilation=None, dimension_numbers=None,
-                   transpose_kernel: bool = False, precision=None, preferred_element_type=None):
+                   transpose_kernel: bool = False, precision=None, preferred_element_type=None,
+                   use_consistent_padding: bool = False):
     """The transposed ("deconvolution", fractionally strided) convolution
     (``jax.lax.conv_transpose``): a stride-1 convolution of ``lhs`` dilated by ``strides``.
 
@@ -138,8 +139,10 @@ def conv_transpose(lhs, rhs, strides, padding, rhs_dilation=None, dimension_numb
       lhs: ``[N, *spatial, C]`` in the default layout (``NHWC`` for 2-D), or as
         ``dimension_numbers`` say. rhs: the kernel, ``HWIO`` by default.
       strides: the up-sampling factor per spatial dim.
-      padding: 'SAME', 'VALID' or ``(low, high)`` pairs, meant as in the forward strided conv
-        this one transposes (explicit pairs ``p`` become ``k - p - 1`` pads, as JAX).
+      padding: 'SAME', 'VALID' (meant as in the forward strided conv this one transposes) or
+        ``(low, high)`` pairs: the padding of the stride-dilated input as they are, or with
+        ``use_consistent_padding=True`` the forward conv's (a pair ``p`` becomes ``k_eff - p - 1``
+        pads, as JAX's).
       transpose_kernel: flip the spatial dims and swap the kernel's I/O dims -- then this is
         exactly the gradient of ``conv_general_dilated`` with those strides.
 
@@ -157,10 +160,10 @@ def conv_transpose(lhs, rhs, strides, padding, rhs_dilation=None, dimension_numb
     dn = conv_dimension_numbers(get_aval(lhs).shape, get_aval(rhs).shape, dimension_numbers)
     kernel = [get_aval(rhs).shape[d] for d in dn.rhs_spec[2:]]
     rhs_dilation = tuple(rhs_dilation) if rhs_dilation is not None else (1,) * (nd - 2)
-    if isinstance(padding, str):
-        if padding not in ("SAME", "VALID"):
+    if isinstance(padding, str) or use_consistent_padding:
+        if isinstance(padding, str) and padding not in ("SAME", "VALID"):
             raise ValueError(f"Invalid padding mode: {padding}")
-        per_dim = [padding] * len(strides)
+        per_dim = [padding] * len(strides) if isinstance(padding, str) else [tuple(p) for p in padding]
         eff = [(k - 1) * r + 1 for k, r in zip(kernel, rhs_dilation)]
         pads = tuple(_transpose_pads(k, s, p) for k, s, p in zip(eff, strides, per_dim))
     else:

@@ -153,9 +153,10 @@ def reduce_window(operand, init_value, computation, window_dimensions, window_st
     window_dimensions = tuple(int(d) for d in window_dimensions)
     window_strides = tuple(int(d) for d in window_strides)
     if isinstance(padding, str):
-        dilated_in = [(n - 1) * b + 1 if n else 0 for n, b in zip(aval.shape, base_dilation)]
+        # As JAX: "SAME" is worked out on the operand's own (not base-dilated) dims, with the
+        # dilated window -- so a base-dilated SAME window reduction is not ceil(dilated / stride)
         spans = [(w - 1) * d + 1 for w, d in zip(window_dimensions, window_dilation)]
-        padding = padtype_to_pads(dilated_in, spans, window_strides, padding)
+        padding = padtype_to_pads(aval.shape, spans, window_strides, padding)
     else:
         padding = padtype_to_pads(None, None, None, padding)
     return prim.bind(operand, window_dimensions=window_dimensions, window_strides=window_strides,

@@ -599,6 +599,23 @@ def _traced_flat_positions(shape, idx, mode=None):
     return _getitem(positions, idx, mode="clip" if clip else "fill", fill_value=-1)
 
 
+def _empty_index_arrays(idx):
+    """Whether an integer index array of ``idx`` (or the positions of a boolean mask) is empty:
+    then JAX still scatters (zero updates), else an empty selection is an empty slice."""
+    for i in idx if isinstance(idx, tuple) else (idx,):
+        if i is None or i is Ellipsis or isinstance(i, (slice, int, np.integer)):
+            continue
+        shape = get_aval(i).shape if isinstance(i, Tracer) else np.shape(i)
+        if not shape:
+            continue
+        if isinstance(i, Tracer):
+            if math.prod(shape) == 0:
+                return True
+        elif (np.count_nonzero(i) if np.asarray(i).dtype == np.bool_ else np.size(i)) == 0:
+            return True
+    return False
+
+
 def _scatter_static(x, idx, values, scatter_fn, mode=None, unique_indices=False):
     """``x.at[idx].<op>(values)``: one scatter into the flattened ``x`` at the flat positions
     ``idx`` selects (computed at trace time for static indices, gathered for traced ones).
@@ -628,6 +645,10 @@ def _scatter_static(x, idx, values, scatter_fn, mode=None, unique_indices=False)
     if dt == np.bool_ and scatter_fn in (lax.scatter_add, lax.scatter_mul):
         raise errors.DTypeError(f"x.at[idx].{'add' if scatter_fn is lax.scatter_add else 'multiply'} "
                                 f"does not accept dtype bool (as in JAX){_where_line()}")
+    if math.prod(pos_shape) == 0 and not _empty_index_arrays(idx):
+        # As JAX: no scatter at all when the indexed slice is empty (a 0-sized dim the index
+        # leaves, an empty slice): x as it is -- not even a scatter's gradient rule is reached
+        return x if dt == x_out_dtype else astype(x, x_out_dtype)
     try:
         values = broadcast_to(values, pos_shape)
     except errors.ShapeError:
