@@ -61,3 +61,16 @@ def test_empty_result_over_a_nonempty_extent(fn):
         x = np.zeros(shape, np.float32)
         got, want = _call(mnp, fn, shape, axis, kw)(x), _call(jnp, fn, shape, axis, kw)(x)
         assert np.asarray(got).shape == want.shape and np.asarray(got).dtype == want.dtype
+
+
+@pytest.mark.parametrize("name,args", [("quantile", ("a", [0.5])), ("percentile", ("a", [50])),
+                                       ("nanquantile", ("a", [0.5])), ("median", ([1.0, 2.0],)),
+                                       ("quantile", ([1.0, 2.0], 0.5))])
+def test_list_arguments_raise_jaxs_type_error(name, args):
+    x = np.ones(3, np.float32)
+    args = tuple(x if a == "a" else a for a in args)
+    with pytest.raises(TypeError) as want:
+        getattr(jnp, name)(*args)
+    with pytest.raises(TypeError) as got:
+        getattr(mnp, name)(*args)
+    assert str(got.value).splitlines()[0] == str(want.value)  # (then the user's line)

@@ -142,6 +142,15 @@ def _quantile(name, a, q, axis, method, keepdims, squash_nans, out, overwrite_in
     return res
 
 
+def _check_arraylike(name, *args):
+    """JAX's ``check_arraylike``: a list or tuple (or other non-array) argument is a TypeError
+    naming the function and the argument's position, as ``jnp.quantile(x, [0.5])`` raises."""
+    for i, a in enumerate(args):
+        if not (isinstance(a, (np.ndarray, np.generic, int, float, bool)) or hasattr(a, "aval")
+                or hasattr(a, "shape") and hasattr(a, "dtype")):
+            raise TypeError(f"{name} requires ndarray or scalar arguments, got {type(a)} at position {i}.")
+
+
 def quantile(a, q, axis=None, out=None, overwrite_input=False, method="linear", keepdims=False, *,
              weights=None):
     """The ``q``-th quantiles (``q`` in [0, 1], rank <= 1) of ``a`` along ``axis`` (an int, a
@@ -150,12 +159,14 @@ def quantile(a, q, axis=None, out=None, overwrite_input=False, method="linear", 
     ``linear`` (default), ``lower``, ``higher``, ``midpoint`` or ``nearest``. Raises ValueError
     for another method, a rank-2 ``q`` or ``out``/``overwrite_input``; ``weights`` and
     ``inverted_cdf`` are not implemented (UnsupportedError)."""
+    _check_arraylike("quantile", a, q)
     return _quantile("quantile", a, q, axis, method, keepdims, False, out, overwrite_input, weights)
 
 
 def nanquantile(a, q, axis=None, out=None, overwrite_input=False, method="linear", keepdims=False, *,
                 weights=None):
     """``quantile`` ignoring NaNs (``jax.numpy.nanquantile``); an all-NaN slice gives NaN."""
+    _check_arraylike("nanquantile", a, q)
     return _quantile("nanquantile", a, q, axis, method, keepdims, True, out, overwrite_input, weights)
 
 
@@ -167,6 +178,7 @@ def _percent(q):
 def percentile(a, q, axis=None, out=None, overwrite_input=False, method="linear", keepdims=False, *,
                weights=None):
     """``quantile(a, q / 100, ...)`` (``jax.numpy.percentile``)."""
+    _check_arraylike("percentile", a, q)
     return _quantile("percentile", a, _percent(q), axis, method, keepdims, False, out, overwrite_input,
                      weights)
 
@@ -174,17 +186,20 @@ def percentile(a, q, axis=None, out=None, overwrite_input=False, method="linear"
 def nanpercentile(a, q, axis=None, out=None, overwrite_input=False, method="linear", keepdims=False, *,
                   weights=None):
     """``nanquantile(a, q / 100, ...)`` (``jax.numpy.nanpercentile``)."""
+    _check_arraylike("nanpercentile", a, q)
     return _quantile("nanpercentile", a, _percent(q), axis, method, keepdims, True, out, overwrite_input,
                      weights)
 
 
 def median(a, axis=None, out=None, overwrite_input=False, keepdims=False):
     """The median along ``axis``: ``quantile(a, 0.5, method="midpoint")`` (``jax.numpy.median``)."""
+    _check_arraylike("median", a)
     return _quantile("median", a, 0.5, axis, "midpoint", keepdims, False, out, overwrite_input, None)
 
 
 def nanmedian(a, axis=None, out=None, overwrite_input=False, keepdims=False):
     """The median ignoring NaNs (``jax.numpy.nanmedian``)."""
+    _check_arraylike("nanmedian", a)
     return _quantile("nanmedian", a, 0.5, axis, "midpoint", keepdims, True, out, overwrite_input, None)
 
 
