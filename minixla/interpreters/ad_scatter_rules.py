@@ -141,7 +141,7 @@ def _jax_gather(x_shape, idx, upd_shape, dn, src):
     gdn = L.GatherDimensionNumbers(tuple(dn.update_window_dims), tuple(dn.inserted_window_dims),
                                    tuple(dn.scatter_dims_to_operand_dims))
     return L.gather_p.bind(src, idx, dimension_numbers=gdn, slice_sizes=sizes, mode=_M.FILL_OR_DROP,
-                           fill_value=None)
+                           fill_value=np.array(np.nan, get_aval(src).dtype)[()])  # (JAX's default fill)
 
 
 def _scatter_extremum_jvp(prim):
