@@ -76,3 +76,18 @@ def test_per_example_gradients_of_a_small_cnn(mode):
     want = as_np(jax.vmap(jax.grad(lambda w, x: loss(jax.lax, jnp, w, x)), in_axes=(None, 0))(w, xs))
     got = run(mode, minixla.vmap(minixla.grad(lambda w, x: loss(lax, mnp, w, x)), in_axes=(None, 0)), w, xs)
     assert_tree_close(got, want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("backend", ["llvm", "jax"])
+def test_grouped_conv_of_zeros_keeps_the_sign_of_zero(backend):
+    # the vmap fuzzer (seed 9654): a sum of -0.0 products is -0.0 in XLA; the LLVM conv kernel
+    # zeroed its output row with +0.0 first (+0.0 + -0.0 = +0.0)
+    x = np.zeros((1, 5, 5), np.float32)
+    x[0, 0, 1], x[0, 2, 3] = -0.0, 1.0
+    w = np.array([[[1.0]], [[-0.75]], [[2.0]], [[0.25]], [[-1.5]]], np.float32)
+    for v in (x, -x):
+        got = minixla.jit(lambda a: minixla.lax.conv_general_dilated(a, w, (1,), [(0, 0)], feature_group_count=5),
+                          backend=backend)(v)
+        want = np.asarray(jax.lax.conv_general_dilated(v, w, (1,), [(0, 0)], feature_group_count=5))
+        np.testing.assert_array_equal(got, want)
+        assert (np.signbit(got) == np.signbit(want)).all()
