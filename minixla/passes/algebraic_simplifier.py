@@ -45,6 +45,12 @@ Arithmetic
                                         drops the init (it must be the reducer's identity), and so
                                         does JAX eager, which XLA compiles op by op: sum([-0.0]) is
                                         -0.0 (0.0 + -0.0 would be +0.0).
+  A15 convolution(x, w) with a window of ones (no stride, padding or dilation), one batch group
+      and one input and one output feature per feature group (a depthwise 1x1 conv, or a 1x1
+      conv of one feature) -> multiply(x', broadcast(w')) (x' in the output's dim order, w' the
+      vector of the w's output features). Each output element is one product: XLA's
+      simplifier makes the same rewrite (SimplifyConvToMultiply), so its -0.0 products stay
+      -0.0, where every convolution it keeps starts its sums from +0.0 (0.0 + -0.0 = +0.0).
 
 Shapes (data movement only, so exact for every value)
   S1  reshape(x) to x's own dims -> x; reshape(reshape(x)) -> reshape(x)
@@ -73,6 +79,7 @@ import numpy as np
 
 from minixla.hlo.evaluator import flush_denormals, is_float
 from minixla.hlo.ir import ELEMENTWISE, HloInstruction, Shape
+from minixla.hlo.lowering import parse_dim_labels
 from minixla.passes.pipeline import HloPass
 
 
@@ -334,6 +341,32 @@ class AlgebraicSimplifier(HloPass):
             return None
         return self._emit("reshape", instr.shape, [x], instr)
 
+    def convolution(self, instr):
+        """A15."""
+        lhs, rhs = instr.operands
+        a, w = instr.attrs, instr.attrs["window"]
+        if (int(a.get("batch_group_count", 1)) != 1 or lhs.shape.dtype != rhs.shape.dtype
+                or any(int(v) != 1 for k in ("size", "stride", "lhs_dilate", "rhs_dilate") for v in w[k])
+                or any(tuple(p) != (0, 0) for p in w["pad"])):
+            return None
+        dn = parse_dim_labels(a["dim_labels"])
+        groups = int(a.get("feature_group_count", 1))
+        if lhs.shape.dims[dn.lhs_spec[1]] != groups or instr.shape.dims[dn.out_spec[1]] != groups:
+            return None
+        perm = [0] * instr.shape.rank  # out dim out_spec[k] is lhs dim lhs_spec[k]
+        for o, i in zip(dn.out_spec, dn.lhs_spec):
+            perm[o] = i
+        x = lhs
+        if perm != sorted(perm):
+            x = self._emit("transpose", Shape(lhs.shape.dtype, [lhs.shape.dims[d] for d in perm]), [lhs], instr,
+                           dimensions=tuple(perm))
+        v = self._emit("reshape", Shape(rhs.shape.dtype, [groups]), [rhs], instr)  # (every other dim is 1)
+        if instr.shape.dtype != lhs.shape.dtype:  # (f16/bf16 convs compute in f32: the product is exact)
+            x = self._emit("convert", Shape(instr.shape.dtype, x.shape.dims), [x], instr)
+            v = self._emit("convert", Shape(instr.shape.dtype, [groups]), [v], instr)
+        v = self._emit("broadcast", instr.shape, [v], instr, dimensions=(dn.out_spec[1],))
+        return self._emit("multiply", instr.shape, [x, v], instr)
+
     def _degenerate_dot_operand(self, x, batch, contracting, out_dims, like):
         """``x`` without its contracting dims, batch dims first, broadcast to the dot's output."""
         kept = [d for d in range(x.shape.rank) if d not in contracting]
@@ -372,5 +405,5 @@ _RULES = {
     "convert": AlgebraicSimplifier.convert, "reshape": AlgebraicSimplifier.reshape,
     "transpose": AlgebraicSimplifier.transpose, "slice": AlgebraicSimplifier.slice,
     "broadcast": AlgebraicSimplifier.broadcast, "dot": AlgebraicSimplifier.dot,
-    "reduce": AlgebraicSimplifier.reduce,
+    "reduce": AlgebraicSimplifier.reduce, "convolution": AlgebraicSimplifier.convolution,
 }

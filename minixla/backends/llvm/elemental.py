@@ -607,8 +607,9 @@ def _conv_rule(em, instr, index):
     batch, feature = out[dn.out_spec[0]], out[dn.out_spec[1]]
     group = b.udiv(feature, T.i64(og)) if og != 1 else feature
     acc = em.alloca(T.reg_type(dtype))
-    # (floats start from -0.0, the IEEE sum's identity: a sum of -0.0 products stays -0.0, as XLA's)
-    b.store(ir.Constant(T.reg_type(dtype), -0.0) if T.is_float(dtype) else _zero(dtype), acc)
+    # (+0.0, as XLA's convolutions: a sum of -0.0 products is +0.0; the convs XLA turns into a
+    # multiply, which keep a -0.0, are multiplies here too: the algebraic simplifier's A15)
+    b.store(_zero(dtype), acc)
     nsp = len(dn.out_spec) - 2
     with em.nested_region(), loop_nest(b, window["size"], "w") as ks:
         positions, valid = [], None

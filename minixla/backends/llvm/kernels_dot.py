@@ -453,8 +453,8 @@ def emit_convolution(kb: _kernels._KernelBuilder, conv, root):
     fstride = row_major_strides(dims)[fdim]
     outer_dims = [d for d in range(len(dims)) if d != fdim]  # in memory order
     nsp = len(dims) - 2
-    # (floats start from -0.0, the IEEE sum's identity: a sum of -0.0 products stays -0.0, as XLA's)
-    zero = T.constant(dtype, -0.0 if T.is_float(dtype) else 0)
+    # (+0.0, as XLA's convolutions start: see elemental._conv_rule)
+    zero = T.constant(dtype, 0)
 
     def full_index(outer_ivs, f):
         multi = [None] * len(dims)
