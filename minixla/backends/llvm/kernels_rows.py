@@ -24,7 +24,9 @@ stream under the ``exp`` instead of stopping for it; a chunk's first row runs it
         s = 0; m' = -inf
         for c: e = exp(x[row, c] - m); out[row, c] = e; s += e; m' = max(m', x[row + 1, c])
         for c: out[row, c] = out[row, c] * (1 / s)
-        m = m' Values that depend only on the row (``m``, ``s``, ``rsqrt(var + eps)``) are
+        m = m'
+
+Values that depend only on the row (``m``, ``s``, ``rsqrt(var + eps)``) are
 computed once per row, before the pass that reads them. Every element is computed by the
 same elemental emitter as in the unfused kernels, so the elementwise results are
 bit-identical; each reduction accumulates in registers with ``reassoc`` (the only
@@ -196,7 +198,9 @@ def _read_ahead(reduces, classes, buffers):
     the reads streaming under the arithmetic. Only for a reduction whose result does not
     depend on the order of its elements (max/min, integer and/or), since a chunk's first
     row is still reduced alone (by its own pass); and only when its operand needs no row
-    value (it is computed before any other reduction of its row exists).
+    value (it is computed before any other reduction of its row exists). (One exception to
+    "exact": which NaN a max of a row holding NaNs of different payloads returns depends on
+    the order, which LLVM leaves unspecified anyway; XLA:CPU's long row max drops NaNs.)
     """
     first = reduces[0]
     comp = first.called[0]
