@@ -202,16 +202,14 @@ def _read_ahead(reduces, classes, buffers):
     "exact": which NaN a max of a row holding NaNs of different payloads returns depends on
     the order, which LLVM leaves unspecified anyway; XLA:CPU's long row max drops NaNs.)
     """
-    first = reduces[0]
-    comp = first.called[0]
-    root, params = comp.root, comp.parameters
-    dtype = np.dtype(first.shape.dtype)
-    if len(params) != 2 or list(root.operands) != list(params):
+    first, last = reduces[0], reduces[-1]
+    if any(T.is_narrow_float(np.dtype(r.shape.dtype)) for r in reduces):
+        return False  # (measured: LLVM no longer vectorizes a bf16 pass with both reductions)
+    if not _order_free(first) or first.operands[1] not in buffers and first.operands[1].opcode != "constant":
         return False
-    exact = root.opcode in ("maximum", "minimum") or (
-        not T.is_float(dtype) and root.opcode in ("and", "or"))
-    if not exact or first.operands[1] not in buffers and first.operands[1].opcode != "constant":
-        return False
+    if len(reduces) > 1 and not _order_free(last) and \
+            _interleave(last.operands[0], set(reduces[:-1]), buffers) != EXPENSIVE_PASS_INTERLEAVE:
+        return False  # (LLVM's own interleave of the merged pass could change the sum's order)
     for i in K._expression(first.operands[0], set(buffers)):
         if i in buffers:
             continue
@@ -233,6 +231,17 @@ def _interleave(expr_root, values, buffers):
     stop = set(buffers) | set(values)
     expensive = any(i.opcode in K._EXPENSIVE for i in K._expression(expr_root, stop) if i not in stop)
     return EXPENSIVE_PASS_INTERLEAVE if expensive else None
+
+
+def _order_free(reduce):
+    """Whether a reduce's result is the same in every order of its elements (its
+    ``to_apply`` a float max/min or an integer and/or of its two parameters)."""
+    comp = reduce.called[0]
+    root, params = comp.root, comp.parameters
+    if len(params) != 2 or list(root.operands) != list(params):
+        return False
+    return root.opcode in ("maximum", "minimum") or (
+        not T.is_float(np.dtype(reduce.shape.dtype)) and root.opcode in ("and", "or"))
 
 
 def _kept_in_out(root, reduces, classes, buffers):
