@@ -37,6 +37,13 @@ CASES = [
     ("min", lambda x, y, n, t: lax.min(x, y), lambda x, y, n, t: jax.lax.min(x, y)),
     ("max_neg", lambda x, y, n, t: mnp.maximum(x, -x), lambda x, y, n, t: jnp.maximum(x, jax.lax.neg(x))),
     ("clamp", lambda x, y, n, t: lax.clamp(-t, x, t), lambda x, y, n, t: jax.lax.clamp(-t, x, t)),
+    # a constant operand: LLVM folds the max's compare (it returned a subnormal's bits)
+    ("relu_l", lambda x, y, n, t: mnp.maximum(np.zeros((), x.dtype), x),
+     lambda x, y, n, t: jnp.maximum(jnp.zeros((), x.dtype), x)),
+    ("min0", lambda x, y, n, t: mnp.minimum(x, np.zeros((), x.dtype)),
+     lambda x, y, n, t: jnp.minimum(x, jnp.zeros((), x.dtype))),
+    ("clip", lambda x, y, n, t: mnp.clip(x, np.asarray(-0.5, x.dtype), np.asarray(0.5, x.dtype)),
+     lambda x, y, n, t: jnp.clip(x, jnp.asarray(-0.5, x.dtype), jnp.asarray(0.5, x.dtype))),
     ("abs", lambda x, y, n, t: lax.abs(x), lambda x, y, n, t: jax.lax.abs(x)),
     ("neg", lambda x, y, n, t: lax.neg(x), lambda x, y, n, t: jax.lax.neg(x)),
     ("add", lambda x, y, n, t: lax.add(x, y), lambda x, y, n, t: jax.lax.add(x, y)),

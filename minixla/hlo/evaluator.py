@@ -173,7 +173,7 @@ def int_remainder(a, b):
 
 
 def _xla_nan_bits(a, b, r, is_max):
-    """``r`` with XLA:CPU's NaN bits (as the LLVM backend's ``scalar_ops._xla_nan_sign``): a NaN
+    """``r`` with XLA:CPU's NaN bits (as the LLVM backend's ``scalar_ops.xla_max_min``): a NaN
     ``a`` as it is; else a NaN ``b`` with its sign bit and-ed (max) / or-ed (min) with ``a``'s;
     bf16 NaNs then narrowed from f32 (the quiet NaN of their sign)."""
     a, b = np.broadcast_arrays(np.asarray(a), np.asarray(b))

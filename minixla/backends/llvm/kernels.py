@@ -181,8 +181,9 @@ class _KernelBuilder:
 # subnormals are never flushed, and a "preserve-sign" for half let LLVM shrink an f32 compare
 # of a widened f16 to a half compare and fold ``|x| < 6.1035e-05`` to ``x == 0``; f64 does
 # flush, but with "ieee" LLVM turns an integer test of the bits (``x & 0x7fff.. == 0``) into
-# ``x == 0.0``, which DAZ makes true for a subnormal. (Compares and max/min also flush their
-# operands on the bits, ``scalar_ops._daz``: LLVM folds a bf16 ``x == 0`` into a bit test.)
+# ``x == 0.0``, which DAZ makes true for a subnormal. (bf16 compares flush their operands on
+# the bits, ``scalar_ops._daz``: LLVM folds a bf16 ``x == 0`` into a bit test; max/min flush
+# their result, ``scalar_ops.xla_max_min``.)
 # Writing MXCSR (``ldmxcsr``) costs ~20 cycles and stalls the FP pipeline, so a kernel writes
 # it only when the bits are not set yet: a loop's driver (``control_flow.py``) sets them once
 # around the whole loop, and the kernels it calls every iteration then only read MXCSR

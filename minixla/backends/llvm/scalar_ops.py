@@ -71,29 +71,44 @@ def _daz(b, dtype, x):
     """``x`` as XLA:CPU's arithmetic reads it (denormals-are-zero): flushed if its dtype is
     f32, bf16 (widened to f32, so its subnormals are f32 subnormals) or f64, and the host
     flushes (``kernels.FLUSH_DENORMALS``). f16 is widened exactly to a normal f32: untouched.
-    For the ops whose result LLVM may otherwise take from the unflushed bits: compares (see
-    ``_flush_subnormal``) and maximum/minimum (x86's lowering returns an operand's bits)."""
+    For the ops whose result LLVM may otherwise take from the unflushed bits: bf16 compares
+    (see ``_flush_subnormal``) and the result of maximum/minimum (``xla_max_min``)."""
     from minixla.backends.llvm import kernels
     if not kernels.FLUSH_DENORMALS or np.dtype(dtype) == T.FLOAT16 or x.type not in (T.F32, ir.DoubleType()):
         return x
     return _flush_subnormal(b, x)
 
 
-def _xla_nan_sign(b, opcode, x, y, result):
-    """The NaN bits XLA:CPU's elementwise maximum/minimum give (JAX eager, all float dtypes):
-    a NaN ``x`` is returned as it is; else a NaN ``y`` keeps its payload, its sign bit and-ed
-    (maximum) or or-ed (minimum) with ``x``'s, so ``min(-1, +nan)`` is ``-nan`` and
-    ``max(+1, -nan)`` is ``+nan``. Otherwise ``result`` (IEEE maximum/minimum, -0.0 < +0.0).
-    Only the sign bit is touched: f16/bf16 registers are f32 widened exactly, so it is theirs."""
+def xla_max_min(b, opcode, dtype, x, y):
+    """XLA:CPU's elementwise maximum/minimum of two f32/f64 registers (JAX eager, all float
+    dtypes): a NaN ``x`` is returned as it is; else a NaN ``y`` keeps its payload, its sign
+    bit and-ed (maximum) or or-ed (minimum) with ``x``'s, so ``min(-1, +nan)`` is ``-nan`` and
+    ``max(+1, -nan)`` is ``+nan``; otherwise IEEE maximum/minimum (-0.0 < +0.0), reading
+    subnormal operands as ±0 (denormals-are-zero; f16 registers are f32 widened exactly, so
+    f16 subnormals are kept).
+
+    Six vector instructions, where the IEEE ``llvm.maximum``, operand flushes and NaN fix-ups
+    took ~15: ``x > y ? x : y`` (x86's ``vmaxps``: ``y`` when either is NaN, and ``y`` of two
+    zeros) gives ``y`` with its own sign for a NaN ``y`` and for a pair of zeros; one bitwise
+    op (``vpternlog``) and-s that sign bit with ``x``'s (or-s for minimum), which is at once
+    XLA's NaN sign and the IEEE zero (``max(+0, -0)`` is ``+0``), and for a number ``x``
+    changes nothing (``max(x, y) >= x`` has ``x``'s sign or is positive). The *result* is then
+    flushed on the bits (``_flush_subnormal``): whether LLVM keeps the hardware compare (DAZ:
+    a subnormal compares as ±0) or folds it into an IEEE or integer compare (it does for a
+    constant operand and for bf16 registers, made by a bitcast), the flushed result is the
+    same, since the two orders differ only between a subnormal and a zero or two subnormals
+    of one sign. A NaN ``x`` is selected last. Checked bit for bit against JAX over NaN
+    payloads and signs, ±0, subnormals and ±inf, with constant operands
+    (``tests/test_nan_minmax_bits.py``, ``tests/test_llvm_subnormals.py``)."""
     ity = ir.IntType(64 if x.type == ir.DoubleType() else 32)
     sign = ir.Constant(ity, 1 << (ity.width - 1))
-    xi, yi = b.bitcast(x, ity), b.bitcast(y, ity)
     if opcode == "maximum":
-        nan_y = b.and_(yi, b.or_(xi, b.not_(sign)))
+        r = b.select(b.fcmp_ordered(">", x, y), x, y)
+        bits = b.and_(b.bitcast(r, ity), b.or_(b.bitcast(x, ity), b.not_(sign)))
     else:
-        nan_y = b.or_(yi, b.and_(xi, sign))
-    y_nan = b.select(b.fcmp_unordered("uno", y, y), b.bitcast(nan_y, x.type), result)
-    return b.select(b.fcmp_unordered("uno", x, x), x, y_nan)
+        r = b.select(b.fcmp_ordered("<", x, y), x, y)
+        bits = b.or_(b.bitcast(r, ity), b.and_(b.bitcast(x, ity), sign))
+    return b.select(b.fcmp_unordered("uno", x, x), x, _daz(b, dtype, b.bitcast(bits, x.type)))
 
 
 def binary_op(b: ir.IRBuilder, opcode: str, dtype, x, y, fastmath=()):
@@ -119,8 +134,7 @@ def binary_op(b: ir.IRBuilder, opcode: str, dtype, x, y, fastmath=()):
             # reductions (``fastmath``): their accumulation keeps LLVM's maximum as it is.
             if fastmath:
                 return T.intrinsic(b, opcode, x.type, [x, y], fastmath=fastmath)
-            x, y = _daz(b, dtype, x), _daz(b, dtype, y)
-            return _xla_nan_sign(b, opcode, x, y, T.intrinsic(b, opcode, x.type, [x, y]))
+            return xla_max_min(b, opcode, dtype, x, y)
         op = ">" if opcode == "maximum" else "<"
         cmp = b.icmp_signed(op, x, y) if signed else b.icmp_unsigned(op, x, y)
         return b.select(cmp, x, y)
@@ -214,8 +228,13 @@ _FCMP = {"EQ": ("==", True), "NE": ("!=", False), "LT": ("<", True), "LE": ("<="
 def compare(b: ir.IRBuilder, direction: str, dtype, x, y):
     """``compare`` -> i1. Floats: ordered, except NE which is unordered (NaN != NaN)."""
     op, ordered = _FCMP[direction]
-    if T.is_float(dtype):  # (subnormals compare as ±0, as XLA:CPU's, whatever LLVM folds)
-        x, y = _daz(b, dtype, x), _daz(b, dtype, y)
+    if T.is_float(dtype):
+        # Subnormals compare as ±0, as XLA:CPU's: the hardware compare does so under the
+        # kernels' DAZ, and LLVM knows it for f32 (``denormal-fp-math-f32``) and assumes
+        # nothing for f64, so only bf16, whose register is made by a bitcast that LLVM folds
+        # a compare with a constant through (into an integer test), is flushed on the bits.
+        if np.dtype(dtype) == T.BFLOAT16:
+            x, y = _daz(b, dtype, x), _daz(b, dtype, y)
         return b.fcmp_ordered(op, x, y) if ordered else b.fcmp_unordered(op, x, y)
     if T.is_signed(dtype):
         return b.icmp_signed(op, x, y)
