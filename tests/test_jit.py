@@ -71,6 +71,25 @@ def test_static_and_donated_together():
         minixla.jit(lambda n, x: x * n, static_argnums=0, donate_argnums=0)(3, np.ones(4, f32))
 
 
+
+@pytest.mark.parametrize("backend", ["llvm", "jax"])
+def test_donate_argnames_and_donated_keyword_arguments_as_jax(backend):
+    # jax.jit's donate_argnames (was a TypeError), each of donate_argnums/donate_argnames
+    # implying the other, so an argument is donated whether passed by position or by keyword
+    import jax
+    def f(x, y, *, z):
+        return x * 2 + y - z
+    x, y = np.arange(4, dtype=f32), np.full(4, 0.5, f32)
+    want = np.asarray(jax.jit(f)(x, y, z=y))  # (donation is a hint: JAX on CPU warns and copies)
+    for kw in (dict(donate_argnames=("x", "z")), dict(donate_argnums=0, donate_argnames="z")):
+        g = minixla.jit(f, backend=backend, **kw)
+        np.testing.assert_array_equal(g(x.copy(), y, z=y.copy()), want)
+        np.testing.assert_array_equal(g(x=x.copy(), y=y, z=y.copy()), want)
+        assert g.lower(x, y, z=y).donated == (0, 2)
+        assert g.lower(y=y, z=y, x=x).donated == (0, 2)  # leaves: (), then x, y, z by name
+    with pytest.raises(ValueError, match=r"donate_argnums=\(5,\), but only accepts 2 positional"):
+        minixla.jit(lambda a, b: a + b, donate_argnums=5)
+
 def test_static_argnum_passed_by_keyword_and_argname_passed_by_position():
     def f(x, n):
         return x * n if n > 1 else x
