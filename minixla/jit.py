@@ -102,6 +102,16 @@ class Jitted:
         self._has_static = bool(self.static_argnums or self.static_argnames)
         # donate_argnames likewise: a donated argument passed by keyword is donated too
         self.donate_argnames = as_tuple(donate_argnames)
+        try:  # as jax.jit, at decoration: names the function cannot take (no **kwargs)
+            sig = inspect.signature(fun).parameters.values()
+            takes = None if any(p.kind is p.VAR_KEYWORD for p in sig) else {
+                p.name for p in sig if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+        except (TypeError, ValueError):
+            takes = None
+        for what, given in (("static_argnames", self.static_argnames), ("donate_argnames", self.donate_argnames)):
+            if takes is not None and set(given) - takes:
+                raise ValueError(f"Jitted function has invalid argnames {set(given) - takes} in {what}. "
+                                 f"Function does not take these args.\n  at: {errors.user_source_line()}")
         bad = [i for i in self.donate_argnums if not -len(params) <= i < len(params)]
         if known and not has_varargs and bad:
             raise ValueError(

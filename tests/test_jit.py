@@ -169,3 +169,24 @@ def test_numpy_arrays_of_a_wider_dtype_are_converted_on_every_call():
     f = minixla.jit(lambda x, i: mnp.take_along_axis(x, i, axis=0))
     for _ in range(2):  # the first call compiles, the second takes the cached fast path
         np.testing.assert_array_equal(f(x, i64), jnp.take_along_axis(x, i64, axis=0))
+
+
+def test_argnames_the_function_does_not_take_are_jaxs_error_at_decoration():
+    import jax
+    for what in ("static_argnames", "donate_argnames"):
+        with pytest.raises(ValueError) as want:
+            jax.jit(lambda x: x, **{what: "y"})
+        with pytest.raises(ValueError) as got:
+            minixla.jit(lambda x: x, **{what: "y"})
+        assert str(got.value).startswith(str(want.value))
+    # keyword-only names are taken, and anything by a function with **kwargs
+    a = np.ones(3, f32)
+    np.testing.assert_array_equal(minixla.jit(lambda x, *, k: x * k, static_argnames="k")(a, k=2), a * 2)
+    np.testing.assert_array_equal(minixla.jit(lambda x, **kw: x * kw["k"], static_argnames="k")(a, k=2), a * 2)
+
+
+def test_make_jaxpr_names_a_bad_argument_by_its_parameter():
+    with pytest.raises(TypeError, match=r"make_jaxpr\(f\): argument s\['b'\]: Value 's'"):
+        def f(x, s):
+            return x
+        minixla.make_jaxpr(f)(np.ones(2, f32), {"a": 1.0, "b": "s"})
