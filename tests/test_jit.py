@@ -190,3 +190,29 @@ def test_make_jaxpr_names_a_bad_argument_by_its_parameter():
         def f(x, s):
             return x
         minixla.make_jaxpr(f)(np.ones(2, f32), {"a": 1.0, "b": "s"})
+
+
+@pytest.mark.parametrize("backend", ["llvm", "jax"])
+def test_tree_util_is_jaxs_so_registered_types_are_pytrees(backend):
+    # code ported with jax -> minixla finds minixla.tree_util / minixla.tree (AttributeError
+    # before); a register_dataclass type is a pytree to minixla.jit and grad, as to jax's
+    import dataclasses
+    import functools
+    import jax
+    import jax.numpy as jnp
+
+    @functools.partial(jax.tree_util.register_dataclass, data_fields=["w"], meta_fields=["scale"])
+    @dataclasses.dataclass
+    class P:
+        w: object
+        scale: float
+
+    def step(M, np_, p, x):
+        g = M.grad(lambda p: np_.sum(np_.tanh(x @ p.w) * p.scale))(p)
+        return M.tree_util.tree_map(lambda a, b: a - 0.5 * b, p, g), M.tree.leaves(g)
+    p, x = P(np.full((3, 2), 0.25, f32), 2.0), np.ones((4, 3), f32)
+    want = step(jax, jnp, p, x)
+    got = minixla.jit(lambda p, x: step(minixla, mnp, p, x), backend=backend)(p, x)
+    assert jax.tree_util.tree_structure(got) == jax.tree_util.tree_structure(want)
+    for g, w in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
+        np.testing.assert_allclose(g, w, rtol=1e-6)
