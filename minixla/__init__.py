@@ -22,6 +22,7 @@ from minixla.runtime_api import (block_until_ready, device_get, devices, local_d
 from minixla.interpreters.api import jacobian, typeof, float0, ShapeDtypeStruct
 from minixla import nn, random  # (as `import jax` gives jax.nn and jax.random)
 from minixla import scipy  # (jax.scipy.special's functions the special primitives cover)
+from minixla import tree, tree_util  # (JAX's pytree functions: one registry)
 
 __all__ = ["make_jaxpr", "jit", "config", "lax", "numpy", "errors", "ShapedArray", "Lowered", "Compiled",
            "jvp", "linearize", "vjp", "grad", "value_and_grad", "jacfwd", "jacrev", "hessian", "vmap",
@@ -29,7 +30,8 @@ __all__ = ["make_jaxpr", "jit", "config", "lax", "numpy", "errors", "ShapedArray
            "checkpoint_policies", "import_jaxpr", "device_put", "nn", "random", "scipy",
            "named_scope", "named_call", "block_until_ready", "device_get", "devices", "local_devices",
            "device_count", "local_device_count", "default_backend", "process_index", "process_count",
-           "clear_caches", "disable_jit", "jacobian", "typeof", "float0", "ShapeDtypeStruct"]
+           "clear_caches", "disable_jit", "jacobian", "typeof", "float0", "ShapeDtypeStruct", "tree",
+           "tree_util"]
 
 
 # The objects alive once minixla is imported -- the modules, classes and functions of jax,

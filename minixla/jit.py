@@ -56,7 +56,7 @@ class Jitted:
     """The object ``minixla.jit(f)`` returns: callable, with ``.lower(*args)`` like ``jax.jit``."""
 
     def __init__(self, fun, backend: str = "llvm", donate_argnums=(), static_argnums=(), static_argnames=(),
-                 frontend=None, in_shardings=None, out_shardings=None):
+                 frontend=None, in_shardings=None, out_shardings=None, donate_argnames=()):
         from minixla.sharding.api import UNSPECIFIED
         # (None given explicitly is JAX's "unconstrained", the same as not given)
         self.in_shardings = UNSPECIFIED if in_shardings is None else in_shardings
@@ -100,6 +100,30 @@ class Jitted:
         self.static_argnums += tuple(names.index(n) for n in self.static_argnames
                                      if n in names and names.index(n) not in self.static_argnums)
         self._has_static = bool(self.static_argnums or self.static_argnames)
+        # donate_argnames likewise: a donated argument passed by keyword is donated too
+        self.donate_argnames = as_tuple(donate_argnames)
+        try:  # as jax.jit, at decoration: names the function cannot take (no **kwargs)
+            sig = inspect.signature(fun).parameters.values()
+            takes = None if any(p.kind is p.VAR_KEYWORD for p in sig) else {
+                p.name for p in sig if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+        except (TypeError, ValueError):
+            takes = None
+        for what, given in (("static_argnames", self.static_argnames), ("donate_argnames", self.donate_argnames)):
+            if takes is not None and set(given) - takes:
+                raise ValueError(f"Jitted function has invalid argnames {set(given) - takes} in {what}. "
+                                 f"Function does not take these args.\n  at: {errors.user_source_line()}")
+        bad = [i for i in self.donate_argnums if not -len(params) <= i < len(params)]
+        if known and not has_varargs and bad:
+            raise ValueError(
+                f"Jitted function has donate_argnums={self.donate_argnums}, but only accepts "
+                f"{len(params)} positional arguments.\n  at: {errors.user_source_line()}")
+        # (an argument donated by number but passed by keyword is donated by its name)
+        self._donate_by_keyword = known and not has_varargs
+        self.donate_argnums += tuple(names.index(n) for n in self.donate_argnames
+                                     if n in names and names.index(n) not in self.donate_argnums)
+        self.donate_argnames += tuple(params[i].name for i in self.donate_argnums
+                                      if -len(params) <= i < len(params) and params[i].name in names
+                                      and params[i].name not in self.donate_argnames)
         live_jitted.add(self)
         # Compiled signatures (bounded: minixla_jit_cache_size; the least recently used, by
         # each Compiled's ``_last_use`` stamp, is evicted first).
@@ -144,6 +168,8 @@ class Jitted:
         static_pos = {i % n for i in self.static_argnums if -n <= i < n}
         out = []
         for i in self.donate_argnums:
+            if not -n <= i < n and self._donate_by_keyword and i >= 0:
+                continue  # passed by keyword: donate_argnames has its name
             if not -n <= i < n:
                 raise ValueError(f"donate_argnums={i} but the function was called with {n} positional arguments")
             if i % n in static_pos:
@@ -175,7 +201,8 @@ class Jitted:
         if self.in_shardings is not _NO_SHARDING or self.out_shardings is not _NO_SHARDING:
             self._annotate(module, args, dyn_args, dyn_kwargs, out_store[-1])
         lowered = Lowered(closed, module, in_tree, out_store[-1], in_avals, self.backend)
-        lowered.donated = _donated_leaves(dyn_args, self._dynamic_donations(args))
+        lowered.donated = _donated_leaves(dyn_args, self._dynamic_donations(args), dyn_kwargs,
+                                          self.donate_argnames)
         lowered.trace_ms = (t1 - t0) * 1e3
         lowered.lower_ms = (time.perf_counter() - t1) * 1e3
         return lowered
@@ -490,8 +517,10 @@ except ImportError:  # pragma: no cover - another JAX layout
         return bool(_jax.config.jax_enable_x64)
 
 
-def _donated_leaves(args, donate_argnums) -> tuple:
-    """Flat parameter numbers of the leaves of the positional arguments in ``donate_argnums``."""
+def _donated_leaves(args, donate_argnums, kwargs=None, donate_argnames=()) -> tuple:
+    """Flat parameter numbers of the leaves of the positional arguments in ``donate_argnums``
+    and of the keyword arguments in ``donate_argnames`` (flattened after the positional ones, in
+    ``tree_flatten``'s sorted key order)."""
     starts, n = [], 0
     for a in args:
         starts.append(n)
@@ -502,11 +531,17 @@ def _donated_leaves(args, donate_argnums) -> tuple:
             raise ValueError(f"donate_argnums={i} but the function was called with {len(args)} positional arguments")
         i %= len(args)
         donated.extend(range(starts[i], starts[i] + len(tree_util.tree_leaves(args[i]))))
-    return tuple(donated)
+    for k in sorted(kwargs or {}):
+        m = len(tree_util.tree_leaves(kwargs[k]))
+        if k in donate_argnames:
+            donated.extend(range(n, n + m))
+        n += m
+    return tuple(sorted(set(donated)))
 
 
 def jit(fun=None, *, backend: str = "llvm", donate_argnums=(), static_argnums=(), static_argnames=(),
-        frontend=None, in_shardings=None, out_shardings=None, mesh=None, spmd_partitioner=None):
+        frontend=None, in_shardings=None, out_shardings=None, mesh=None, spmd_partitioner=None,
+        donate_argnames=()):
     """Compile ``fun`` with minixla (``jax.jit``'s counterpart).
 
     Args:
@@ -518,7 +553,8 @@ def jit(fun=None, *, backend: str = "llvm", donate_argnums=(), static_argnums=()
         overwrite, as in ``jax.jit``: an output or temporary can then be computed in place of
         them, and an output may be returned in the donated array's memory. Do not use a donated
         argument after the call (the llvm backend writes into numpy arrays you donate; the
-        jax backend ignores donation).
+        jax backend ignores donation). ``donate_argnames``: the same by parameter name (a
+        keyword argument too); each implies the other through ``fun``'s signature, as in JAX.
       static_argnums, static_argnames: positional indices / keyword names of arguments that
         are compile-time Python values (e.g. a shape, a flag), as in ``jax.jit``: they must be
         hashable, are passed to ``fun`` unchanged, and each new value compiles again. A
@@ -566,10 +602,11 @@ def jit(fun=None, *, backend: str = "llvm", donate_argnums=(), static_argnums=()
         return functools.partial(jit, backend=backend, donate_argnums=donate_argnums,
                                  static_argnums=static_argnums, static_argnames=static_argnames,
                                  frontend=frontend, in_shardings=in_shardings,
-                                 out_shardings=out_shardings, mesh=mesh, spmd_partitioner=spmd_partitioner)
+                                 out_shardings=out_shardings, mesh=mesh, spmd_partitioner=spmd_partitioner,
+                                 donate_argnames=donate_argnames)
     if spmd_partitioner == "minixla":
         from minixla.sharding.spmd_jit import SpmdJitted
-        if static_argnums or static_argnames or donate_argnums:
+        if static_argnums or static_argnames or donate_argnums or donate_argnames:
             raise errors.UnsupportedError(
                 "jit(spmd_partitioner='minixla') takes no static_argnums, static_argnames or "
                 "donate_argnums yet: close over static values (functools.partial)")
@@ -583,7 +620,7 @@ def jit(fun=None, *, backend: str = "llvm", donate_argnums=(), static_argnums=()
             f"jit: spmd_partitioner must be None (XLA's, on backend='jax') or 'minixla', "
             f"got {spmd_partitioner!r}")
     return Jitted(fun, backend, donate_argnums, static_argnums, static_argnames, frontend,
-                  in_shardings, out_shardings)
+                  in_shardings, out_shardings, donate_argnames)
 
 
 # The README's ``minixla.jit.optimization_pipeline()``: ``minixla.jit`` is this function (it

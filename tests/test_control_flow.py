@@ -86,6 +86,12 @@ def _map(L, x):
     return L.map(lambda r: r * r.sum(), x)
 
 
+def _map_batched(L, x, batch_size):
+    # jax.lax.map's batch_size (a TypeError before): vmap over batches of rows in a scan, the
+    # remainder vmapped after it; a pytree in and out
+    return L.map(lambda r: (r[0] * r[1].sum(), r[1][0]), (x, x * 2), batch_size=batch_size)
+
+
 def _int_and_bool(L, x):
     # integer and bool carries, uint8 wrap-around
     def body(c):
@@ -113,7 +119,8 @@ PROGRAMS = {
     "while_zero_trip": (_while_zero_trip, (F,)), "fori": (_fori, (F, np.int32(4))),
     "scan": (_scan, (F[0], XS)), "scan_length_only": (_scan_length_only, (F,)),
     "scan_empty": (_scan_empty, (F[0], XS)), "nested": (_nested, (F,)), "nested_neg": (_nested, (-F,)),
-    "map": (_map, (F,)), "int_and_bool": (_int_and_bool, (np.int32(3),)),
+    "map": (_map, (F,)), "map_batched": (lambda L, x: _map_batched(L, x, 3), (XS,)),
+    "map_batch_of_all": (lambda L, x: _map_batched(L, x, np.int32(len(x))), (F,)), "int_and_bool": (_int_and_bool, (np.int32(3),)),
 }
 
 

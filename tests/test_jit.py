@@ -71,6 +71,25 @@ def test_static_and_donated_together():
         minixla.jit(lambda n, x: x * n, static_argnums=0, donate_argnums=0)(3, np.ones(4, f32))
 
 
+
+@pytest.mark.parametrize("backend", ["llvm", "jax"])
+def test_donate_argnames_and_donated_keyword_arguments_as_jax(backend):
+    # jax.jit's donate_argnames (was a TypeError), each of donate_argnums/donate_argnames
+    # implying the other, so an argument is donated whether passed by position or by keyword
+    import jax
+    def f(x, y, *, z):
+        return x * 2 + y - z
+    x, y = np.arange(4, dtype=f32), np.full(4, 0.5, f32)
+    want = np.asarray(jax.jit(f)(x, y, z=y))  # (donation is a hint: JAX on CPU warns and copies)
+    for kw in (dict(donate_argnames=("x", "z")), dict(donate_argnums=0, donate_argnames="z")):
+        g = minixla.jit(f, backend=backend, **kw)
+        np.testing.assert_array_equal(g(x.copy(), y, z=y.copy()), want)
+        np.testing.assert_array_equal(g(x=x.copy(), y=y, z=y.copy()), want)
+        assert g.lower(x, y, z=y).donated == (0, 2)
+        assert g.lower(y=y, z=y, x=x).donated == (0, 2)  # leaves: (), then x, y, z by name
+    with pytest.raises(ValueError, match=r"donate_argnums=\(5,\), but only accepts 2 positional"):
+        minixla.jit(lambda a, b: a + b, donate_argnums=5)
+
 def test_static_argnum_passed_by_keyword_and_argname_passed_by_position():
     def f(x, n):
         return x * n if n > 1 else x
@@ -150,3 +169,50 @@ def test_numpy_arrays_of_a_wider_dtype_are_converted_on_every_call():
     f = minixla.jit(lambda x, i: mnp.take_along_axis(x, i, axis=0))
     for _ in range(2):  # the first call compiles, the second takes the cached fast path
         np.testing.assert_array_equal(f(x, i64), jnp.take_along_axis(x, i64, axis=0))
+
+
+def test_argnames_the_function_does_not_take_are_jaxs_error_at_decoration():
+    import jax
+    for what in ("static_argnames", "donate_argnames"):
+        with pytest.raises(ValueError) as want:
+            jax.jit(lambda x: x, **{what: "y"})
+        with pytest.raises(ValueError) as got:
+            minixla.jit(lambda x: x, **{what: "y"})
+        assert str(got.value).startswith(str(want.value))
+    # keyword-only names are taken, and anything by a function with **kwargs
+    a = np.ones(3, f32)
+    np.testing.assert_array_equal(minixla.jit(lambda x, *, k: x * k, static_argnames="k")(a, k=2), a * 2)
+    np.testing.assert_array_equal(minixla.jit(lambda x, **kw: x * kw["k"], static_argnames="k")(a, k=2), a * 2)
+
+
+def test_make_jaxpr_names_a_bad_argument_by_its_parameter():
+    with pytest.raises(TypeError, match=r"make_jaxpr\(f\): argument s\['b'\]: Value 's'"):
+        def f(x, s):
+            return x
+        minixla.make_jaxpr(f)(np.ones(2, f32), {"a": 1.0, "b": "s"})
+
+
+@pytest.mark.parametrize("backend", ["llvm", "jax"])
+def test_tree_util_is_jaxs_so_registered_types_are_pytrees(backend):
+    # code ported with jax -> minixla finds minixla.tree_util / minixla.tree (AttributeError
+    # before); a register_dataclass type is a pytree to minixla.jit and grad, as to jax's
+    import dataclasses
+    import functools
+    import jax
+    import jax.numpy as jnp
+
+    @functools.partial(jax.tree_util.register_dataclass, data_fields=["w"], meta_fields=["scale"])
+    @dataclasses.dataclass
+    class P:
+        w: object
+        scale: float
+
+    def step(M, np_, p, x):
+        g = M.grad(lambda p: np_.sum(np_.tanh(x @ p.w) * p.scale))(p)
+        return M.tree_util.tree_map(lambda a, b: a - 0.5 * b, p, g), M.tree.leaves(g)
+    p, x = P(np.full((3, 2), 0.25, f32), 2.0), np.ones((4, 3), f32)
+    want = step(jax, jnp, p, x)
+    got = minixla.jit(lambda p, x: step(minixla, mnp, p, x), backend=backend)(p, x)
+    assert jax.tree_util.tree_structure(got) == jax.tree_util.tree_structure(want)
+    for g, w in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
+        np.testing.assert_allclose(g, w, rtol=1e-6)

@@ -170,6 +170,31 @@ def test_contractions(backend):
     check(lambda np_, x: x @ x.T, I[0], backend=backend)
 
 
+
+def test_einsum_ellipsis_sublists_and_keywords(backend):
+    # '...' broadcasting (extent-1 dims too), implicit output with '...', the interleaved form,
+    # preferred_element_type and optimize= (a fresh user's einsum-heavy port: UnsupportedError
+    # and TypeError before)
+    c, e, f = X[:2, :3, :3], X[:1, :3, :4], RNG.standard_normal((5, 1, 4, 2)).astype(f32)
+    check(lambda np_, c, e, f: (np_.einsum("...ij,...j->...i", c, c[0, 0]), np_.einsum("...ij,...jk", e, f),
+                                np_.einsum("...ij,...jk->...", e, f), np_.einsum("i...->...", c),
+                                np_.einsum("...ii->...i", c), np_.einsum("b...i,b...i->b", c, c),
+                                np_.einsum("ij...,jk...->ik...", c.T, c.T, optimize="optimal"),
+                                np_.einsum(c, [0, 1, 2], c, [0, 2, 3], [0, 1, 3]), np_.einsum(c, [0, 1, 2], c, [0, 2, 3]),
+                                np_.einsum(c, [Ellipsis, 1], c[0, 0], [1])),
+          c, e, f, backend=backend, rtol=1e-5, atol=1e-5)
+    i8 = I[0].astype(np.int8)
+    check(lambda np_, x: np_.einsum("ij,kj->ik", x, x, preferred_element_type=np_.int32), i8, backend=backend)
+
+
+def test_einsum_ellipsis_that_does_not_broadcast_is_a_shape_error():
+    with pytest.raises(ValueError, match=r"einsum: index 'j' has sizes 3 and 4"):
+        mnp.einsum("...ij,...jk", X[:2, :3, :3], X[:2, :4, :3])
+    with pytest.raises(ValueError, match=r"einsum: the '...' dims \(2,\), \(3,\)"):
+        mnp.einsum("...ij,...jk", X[:2, :3, :3], X[:3, :3, :3])
+    with pytest.raises(NotImplementedError, match="'out' argument"):
+        mnp.einsum("ij->ji", X[0], out=X[0].T)
+
 def test_basic_indexing(backend):
     check(lambda np_, a: (a[1], a[-1], a[7], a[-9, 2], a[-1, ::-2], a[..., 1], a[:, None, 1:3], a[::-1, 2:0:-1, ::3],
                           a[None], a[..., None], a[1, ...], a[:, -3:], a[5:], a[:, ::-1], a[0, 0, 0]),

@@ -93,3 +93,17 @@ def test_llvm_sort_kernel_is_a_radix_sort_not_a_loop_per_element():
     assert [k["kind"] for k in compiled.kernels()] == ["sort"]
     assert "radix.scatter" in compiled.executable.llvm_ir
     _same(compiled(x), jnp.sort(x))
+
+
+@pytest.mark.parametrize("backend", ["llvm", "jax"])
+def test_top_k_and_lu_return_lists_as_jax(backend):
+    # jax.lax.top_k and jax.lax.linalg.lu return lists: a result put in a pytree (tree_map
+    # against JAX's, a scan carry) has JAX's structure (were tuples; fresh-user finding)
+    x = np.array([[3.0, 1.0, 2.0], [0.5, 4.0, -1.0], [2.0, 2.0, 5.0]], np.float32)
+    want = (jax.lax.top_k(x, 2), jax.lax.linalg.lu(x))
+    for got in ((lax.top_k(x, 2), lax.linalg.lu(x)),
+                minixla.jit(lambda a: (lax.top_k(a, 2), lax.linalg.lu(a)), backend=backend)(x)):
+        assert jax.tree_util.tree_structure(got) == jax.tree_util.tree_structure(want)
+        for g, w in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
+            assert g.dtype == w.dtype
+            np.testing.assert_allclose(g, w, rtol=1e-6)

@@ -45,3 +45,14 @@ def test_static_argnums_out_of_range_is_an_error_as_in_jax():
         minixla.jit(lambda x: x, static_argnums=3)
     assert str(got.value).split("\n")[0] == str(want.value)
     minixla.jit(lambda *a: a, static_argnums=3)  # *args can take it, as in JAX
+
+
+def test_vmap_of_a_mapped_non_array_is_jaxs_type_error_and_an_unmapped_one_passes():
+    import jax
+    a = np.ones(3, np.float32)
+    with pytest.raises(TypeError) as want:
+        jax.vmap(lambda x, s: x)(a, "s")
+    with pytest.raises(TypeError) as got:
+        minixla.vmap(lambda x, s: x)(a, "s")
+    assert str(got.value).startswith(str(want.value)) and "test_transform_errors.py" in str(got.value)
+    np.testing.assert_array_equal(minixla.vmap(lambda x, s: x * len(s), in_axes=(0, None))(a, "ss"), a * 2)

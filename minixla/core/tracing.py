@@ -9,6 +9,7 @@ closed-over arrays become constvars.
 from __future__ import annotations
 
 import functools
+import inspect
 import threading
 
 import numpy as np
@@ -400,10 +401,16 @@ def make_jaxpr(fun):
         try:
             in_avals = [get_aval(x) for x in flat]
         except errors.MinixlaError as e:
-            paths = [tree_util.keystr(p) for p, _ in tree_util.tree_flatten_with_path((args, kwargs))[0]]
-            bad = next(p for p, x in zip(paths, flat) if not _has_aval(x))
+            try:  # the argument by its parameter name and pytree path, as jax's "at path s"
+                names = [p.name for p in inspect.signature(fun).parameters.values()
+                         if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+            except (TypeError, ValueError):
+                names = []
+            named = [(names[i] if i < len(names) else f"args[{i}]", a) for i, a in enumerate(args)]
+            bad = next(f"{n}{tree_util.keystr(p)}" for n, a in named + list(kwargs.items())
+                       for p, x in tree_util.tree_flatten_with_path(a)[0] if not _has_aval(x))
             name = getattr(fun, "__name__", "fn")
-            raise type(e)(f"make_jaxpr({name}): argument (args, kwargs){bad}: {e.args[0]}\n"
+            raise type(e)(f"make_jaxpr({name}): argument {bad}: {e.args[0]}\n"
                           f"  at: {errors.user_source_line()}") from None
         return trace_to_jaxpr(flat_fun, in_avals)
     return wrapped

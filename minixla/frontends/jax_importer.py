@@ -225,6 +225,16 @@ def _where_stack() -> list:
     return _local.stack
 
 
+def _makes_complex(eqn) -> bool:
+    """Whether ``eqn`` computes a complex array itself (not through a sub-jaxpr, whose own
+    equations say which primitive does)."""
+    if any(isinstance(v, (jcore.Jaxpr, jcore.ClosedJaxpr)) or isinstance(v, tuple) and v
+           and isinstance(v[0], (jcore.Jaxpr, jcore.ClosedJaxpr)) for v in eqn.params.values()):
+        return False
+    return any(np.issubdtype(getattr(v.aval, "dtype", np.float32), np.complexfloating)
+               for v in eqn.outvars if isinstance(getattr(v.aval, "dtype", None), np.dtype))
+
+
 def _eval(jaxpr, consts, args, env, outer, stack):
 
     def read(atom):
@@ -262,6 +272,12 @@ def _eval(jaxpr, consts, args, env, outer, stack):
             raise UnsupportedJaxPrimitiveError(
                 f"jax primitive '{name}' cannot be imported by minixla's JAX front end: {why}\n"
                 f"  at: {_user_line(eqn, outer)}")
+        if _makes_complex(eqn):  # name the complex primitive (jnp.fft.fft's 'fft'), not the convert
+            cause = next((e for e in jaxpr.eqns if e.primitive.name in UNSUPPORTED), eqn)
+            raise UnsupportedJaxPrimitiveError(
+                f"jax primitive '{cause.primitive.name}' cannot be imported by minixla's JAX front end: "
+                f"{UNSUPPORTED.get(cause.primitive.name, UNSUPPORTED['complex'])} ('{name}' gives "
+                f"{eqn.outvars[0].aval.str_short()})\n  at: {_user_line(cause, outer)}")
         trace = current_jaxpr_trace()
         if trace is not None and name in _STAGED and invals and all(type(x) in _CONSTANT for x in invals):
             invals[0] = _stage(trace, invals[0])

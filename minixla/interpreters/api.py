@@ -573,6 +573,11 @@ def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None, spmd_axis_n
         axes = _flatten_axes("vmap in_axes", tree_util.tree_structure((args, kwargs)), (in_axes, 0), kws=True)
         n_pos = len(flat)
         flat = flat + kw_flat
+        for x in (x for x, ax in zip(flat, axes) if ax is not None):  # (JAX's TypeError; an
+            try:                                                        # unmapped one may be any)
+                get_aval(x)
+            except errors.MinixlaError:
+                raise _type_error(f"Argument '{x}' of type {type(x)} is not a valid JAX type") from None
         size = _mapped_axis_size(fun, args, kwargs, flat, axes, axis_size)
         trace = BatchTrace(size)
         with new_trace(trace):

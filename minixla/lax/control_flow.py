@@ -764,7 +764,12 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1):
     return _scan(f, init, xs, length, reverse, unroll, _carry_name(f))
 
 
-def map(f, xs):  # noqa: A001 (jax.lax.map)
-    """``jnp.stack([f(x) for x in xs])`` as a ``scan`` without carry (``jax.lax.map``)."""
+def map(f, xs, *, batch_size=None):  # noqa: A001 (jax.lax.map)
+    """``jnp.stack([f(x) for x in xs])`` as a ``scan`` without carry (``jax.lax.map``); with
+    ``batch_size``, ``vmap(f)`` over batches of that many rows (``lax/batched_map.py``; 0 or
+    None: one row at a time, as JAX)."""
+    if batch_size:
+        from minixla.lax.batched_map import map_in_batches
+        return map_in_batches(f, xs, batch_size, scan)
     _, ys = _scan(lambda c, x: ((), f(x)), (), xs, None, False, 1, None)
     return ys

@@ -110,7 +110,7 @@ def _at(v, j):
 
 def lu(x):
     """LU decomposition with partial pivoting (``jax.lax.linalg.lu``): ``x[..., m, n]`` ->
-    ``(lu, pivots, permutation)``, with ``lu`` holding ``L`` (unit diagonal, below) and ``U``
+    ``[lu, pivots, permutation]`` (a list, as JAX's), with ``lu`` holding ``L`` (unit diagonal, below) and ``U``
     (on and above the diagonal), ``pivots[..., min(m, n)]`` int32 (row ``i`` was swapped with
     ``pivots[i]``, LAPACK's convention, 0-based) and ``permutation[..., m]`` int32 with
     ``x[perm] = L @ U``. A zero pivot is left in place (a singular ``U``, as LAPACK); floating
@@ -148,9 +148,9 @@ def lu(x):
     perm0 = mnp.broadcast_to(rows, (*batch, m))
     piv0 = mnp.zeros((*batch, k), np.int32)
     if k == 0:  # (nothing to eliminate; the step cannot even be traced: argmax of no rows)
-        return (x, *_tied_to(x, piv0, perm0))
+        return [x, *_tied_to(x, piv0, perm0)]
     a, perm, piv = lax.fori_loop(0, k, step, (x, perm0, piv0))
-    return a, piv, perm
+    return [a, piv, perm]  # (a list, as jax.lax.linalg.lu's)
 
 
 def lu_pivots_to_permutation(pivots, permutation_size: int):

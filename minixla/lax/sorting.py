@@ -110,4 +110,4 @@ def top_k(operand, k, *, axis=-1):
     limit = list(aval.shape)
     limit[ax] = k
     start = [0] * aval.ndim
-    return _st.slice(values, start, limit), _st.slice(idx, start, limit)
+    return [_st.slice(values, start, limit), _st.slice(idx, start, limit)]  # (a list, as JAX's)

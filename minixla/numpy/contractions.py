@@ -118,14 +118,25 @@ def tensordot(a, b, axes=2):
     return lax.dot_general(a, b, ((ca, cb), ((), ())))
 
 
-def einsum(subscripts, *operands):
-    """``jnp.einsum`` for explicit or implicit subscripts, evaluated left to right as
+def einsum(subscripts, /, *operands, out=None, optimize="auto", precision=None,
+           preferred_element_type=None):
+    """``jnp.einsum`` for explicit or implicit subscripts, ``...`` (broadcast batch dims) and
+    the interleaved form ``einsum(x, [0, 1], y, [1, 2], [0, 2])``, evaluated left to right as
     ``dot_general`` (batch dims = indices in both operands that survive, contracting = indices
-    shared and not in the output); sums of single-operand indices are reductions."""
+    shared and not in the output); sums of single-operand indices are reductions.
+    ``optimize`` is accepted and ignored (JAX picks the pairwise order with opt_einsum, so a
+    float result may differ from JAX's by rounding); ``precision`` and
+    ``preferred_element_type`` go to each ``dot_general``. Raises ShapeError naming the
+    subscripts and shapes; ``out=`` is JAX's NotImplementedError."""
+    if out is not None:
+        raise NotImplementedError("The 'out' argument to jnp.einsum is not supported.")
+    if not isinstance(subscripts, str):  # the interleaved form: op, sublist, op, sublist, [out]
+        subscripts, operands = _einsum_sublists((subscripts,) + operands)
     operands = list(_promote_dtypes(*[_arr(o) for o in operands]))
     subscripts = subscripts.replace(" ", "")
     if "..." in subscripts:
-        raise errors.UnsupportedError("einsum with '...' is not supported")
+        subscripts, operands = _einsum_ellipsis(subscripts, operands)
+    dot_kw = dict(precision=precision, preferred_element_type=preferred_element_type)
     if "->" in subscripts:
         ins, out = subscripts.split("->")
     else:
@@ -174,10 +185,79 @@ def einsum(subscripts, *operands):
         contract = [c for c in acc_spec if c in spec and c not in later]
         dn = (((tuple(acc_spec.index(c) for c in contract)), tuple(spec.index(c) for c in contract)),
               (tuple(acc_spec.index(c) for c in batch), tuple(spec.index(c) for c in batch)))
-        acc = lax.dot_general(acc, op, dn)
+        acc = lax.dot_general(acc, op, dn, **dot_kw)
         acc_spec = "".join(batch + [c for c in acc_spec if c not in batch and c not in contract]
                            + [c for c in spec if c not in batch and c not in contract])
     acc, acc_spec = reduce_private(acc, acc_spec, set(out))
     if sorted(acc_spec) != sorted(out):
         raise errors.ShapeError(f"einsum: output '{out}' is not reachable from '{subscripts}'{_where_line()}")
-    return transpose(acc, [acc_spec.index(c) for c in out]) if acc_spec != out else acc
+    acc = transpose(acc, [acc_spec.index(c) for c in out]) if acc_spec != out else acc
+    if preferred_element_type is not None and get_aval(acc).dtype != np.dtype(preferred_element_type):
+        acc = lax.convert_element_type(acc, preferred_element_type)
+    return acc
+
+
+_EINSUM_LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+def _einsum_sublists(args):
+    """``einsum(x, [0, 1], y, [1, 2], [0, 2])`` as ``("ab,bc->ac", (x, y))`` (ints 0-51 name
+    indices as NumPy's, ``Ellipsis`` is ``...``)."""
+    def letters(sub):
+        out = []
+        for i in sub:
+            if i is Ellipsis:
+                out.append("...")
+            elif isinstance(i, (int, np.integer)) and 0 <= i < len(_EINSUM_LETTERS):
+                out.append(_EINSUM_LETTERS[int(i)])
+            else:
+                raise ValueError(f"einsum: subscript {i!r} is not an int in [0, 52) or Ellipsis"
+                                 f"{_where_line()}")
+        return "".join(out)
+    ops, subs = list(args[0::2]), [letters(s) for s in args[1::2]]
+    if len(args) % 2:  # an output sublist last
+        return ",".join(subs) + "->" + letters(ops.pop()), ops
+    return ",".join(subs), ops
+
+
+def _einsum_ellipsis(subscripts, operands):
+    """Replace ``...`` by fresh letters, right-aligned across operands as NumPy broadcasting
+    aligns them (an extent-1 dim is broadcast to the others' extent); the implicit output is
+    the broadcast dims, then the indices used once in alphabetical order."""
+    ins, arrow, out = subscripts.partition("->")
+    specs = ins.split(",")
+    if len(specs) != len(operands):
+        raise errors.ShapeError(f"einsum: {len(specs)} subscripts for {len(operands)} operands{_where_line()}")
+    fresh = [c for c in _EINSUM_LETTERS if c not in subscripts]
+    ranks = []
+    for spec, op in zip(specs, operands):
+        ndim = get_aval(op).ndim
+        k = ndim - (len(spec) - 3) if "..." in spec else 0
+        if k < 0:
+            raise errors.ShapeError(f"einsum: subscript '{spec}' does not match operand shape "
+                                    f"{get_aval(op).shape}{_where_line()}")
+        ranks.append(k)
+    n = builtins.max(ranks)
+    ell = "".join(fresh[:n])
+    shapes = [get_aval(op).shape[:k] for op, k in zip(operands, ranks)]
+    try:
+        batch = broadcast_shapes(*shapes)
+    except errors.ShapeError:
+        raise errors.ShapeError(f"einsum: the '...' dims {', '.join(map(str, shapes))} of "
+                                f"'{subscripts}' do not broadcast{_where_line()}") from None
+    new_specs, new_ops = [], []
+    for spec, op, k in zip(specs, operands, ranks):
+        if "..." in spec:
+            shape = get_aval(op).shape
+            full = batch[n - k:] + shape[k:]
+            if shape != full:
+                op = broadcast_to(op, full)
+            spec = spec.replace("...", ell[n - k:])
+        new_specs.append(spec)
+        new_ops.append(op)
+    if arrow:
+        out = out.replace("...", ell)
+    else:
+        letters = "".join(new_specs)
+        out = ell + "".join(sorted(c for c in set(letters) if letters.count(c) == 1 and c not in ell))
+    return ",".join(new_specs) + "->" + out, new_ops
