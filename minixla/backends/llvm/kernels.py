@@ -49,6 +49,7 @@ from minixla.backends.llvm import elemental as E
 from minixla.backends.llvm import ir_types as T
 from minixla.backends.llvm import reductions as R
 from minixla.backends.llvm.loops import Index, delinearize, for_loop, if_then, linearize, loop_nest
+from minixla.backends.llvm.kernels_transpose import emit_transpose, transpose_groups
 from minixla.backends.llvm.scan import emit_scan
 from minixla.backends.llvm.kernels_dot import (  # noqa: E402 (the dot/convolution kernels)
     dot_library_params, dot_row_strategy_ok, emit_convolution, emit_dot, emit_gemm, emit_library_dot,
@@ -471,6 +472,10 @@ def _emit_body(kb: _KernelBuilder, root):
         return
     if root.opcode == "dynamic-update-slice" and kb.buffers.get(root.operands[0]) is kb.out:
         emit_update_in_place(kb, root)
+        return
+    groups = transpose_groups(root)
+    if groups is not None and root.operands[0] in kb.buffers and kb.buffers[root.operands[0]] is not kb.out:
+        emit_transpose(kb, root, groups)  # a lone transpose: a tiled copy (kernels_transpose.py)
         return
     if scan_axis(root) is not None:  # cumsum & co.: a running accumulator, not window by window
         emit_scan(kb, root, _elementwise_cost(root, kb.buffers, root.shape.size))
