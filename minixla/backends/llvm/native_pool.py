@@ -8,7 +8,7 @@ blocked on its queue took 20-130 us to wake on this 2-vCPU VM: a 16-unit kernel 
 ~20 us as a parallel call back to back and ~100 us after a pause (``parallel_for`` timed per
 thread: the caller's own chunks took 100 us, waiting for the GIL between them).
 
-One *job* word array per pool (``JOB_WORDS`` int64, a cache line of its own):
+One *job* word array per pool (``JOB_WORDS`` int64, 64-byte aligned):
 
 * ``TICKET``: ``(seq << 32) | next chunk``. A thread claims chunk ``c`` of call ``seq`` by a
   compare-and-swap of the ticket from ``(seq, c)`` to ``(seq, c + 1)``; the fields it read
@@ -16,19 +16,24 @@ One *job* word array per pool (``JOB_WORDS`` int64, a cache line of its own):
   publishes the ticket and does not post the next call before every chunk is done).
 * ``FN``, ``TABLE``, ``UNITS``, ``CHUNKS``: the call; chunk ``c`` is units
   ``[units * c // chunks, units * (c + 1) // chunks)``. ``DONE``: chunks finished.
-* ``SLEEPERS``: workers about to block on the pool's semaphore (the caller releases it that
-  many times after posting; a worker that then sees a new call instead of sleeping leaves a
-  spare permit behind, which only costs it one more spin later).
+* ``SLEEPERS``: workers about to sleep (the caller swaps it to 0 after publishing ``WAKE`` and
+  wakes them if it was not 0; a worker counts itself in before it reads ``WAKE``, both
+  sequentially consistent, so a call is never missed). ``WAKE``: the last call's ``seq`` (its
+  low 32 bits are the futex word). ``STOP``: set by ``stop``.
 
-Functions (``build()``): ``post(job, fn, table, units, chunks, seq) -> sleepers``,
-``run_wait(job, seq)`` (the caller: claim and run chunks, then spin until all are done),
-``spin_run(job, seen, polls) -> seq`` (a worker: poll the ticket up to ``polls`` times for a
-call other than ``seen``, run its chunks, return its ``seq``; ``seen`` if none came) and
-``prepare_sleep(job) -> seq`` (count itself a sleeper, then read the current call).
+Functions (``NativePool``): ``call(job, fn, table, units, chunks, seq)`` (the caller: post the call, wake the sleeping
+workers through a futex on ``WAKE``, claim and run chunks, then spin -- yielding the core now
+and then -- until all are done), ``worker(job, seen, polls)`` (a worker's whole life, one
+foreign call: poll the ticket up to ``polls`` times for a call other than the last one served,
+run its chunks; else count itself in ``SLEEPERS`` and sleep on ``WAKE`` unless a call came
+meanwhile; return once ``STOP`` is set), ``stop(job)`` and ``spin`` (the poll loop alone, timed
+once to turn ``runtime.SPIN_US`` into polls). Linux on x86-64 and AArch64 (the futex system
+call); elsewhere ``runtime`` keeps its Python hand-off.
 """
 from __future__ import annotations
 
 import ctypes
+import sys
 import time
 
 import numpy as np
@@ -90,7 +95,10 @@ def _module() -> ir.Module:
         fn.attributes.add("nounwind")
         return fn, ir.IRBuilder(fn.append_basic_block("entry"))
 
-    sys_futex = {"x86_64": 202, "aarch64": 98}[module.triple.split("-")[0]]
+    arch = module.triple.split("-")[0]
+    if not sys.platform.startswith("linux") or arch not in ("x86_64", "aarch64"):
+        raise NotImplementedError(f"no futex hand-off on {sys.platform}/{arch}")
+    sys_futex, sys_yield = {"x86_64": (202, 24), "aarch64": (98, 124)}[arch]
     syscall = ir.Function(module, ir.FunctionType(_I64, [_I64], var_arg=True), name="syscall")
 
     def futex(b, job, op, value):  # FUTEX_WAIT_PRIVATE 128 / FUTEX_WAKE_PRIVATE 129 on WAKE's low half
@@ -112,10 +120,23 @@ def _module() -> ir.Module:
     b.atomic_rmw("xchg", _field(b, job, TICKET), b.shl(seq, ir.Constant(_I64, 32)), "seq_cst")
     publish(b, job, seq)
     _claim_loop(b, fn, job, seq, "c")
-    wait, done = fn.append_basic_block("wait"), fn.append_basic_block("done")
+    # wait for the workers' chunks; every 4096 polls yield the core (a worker holding a chunk
+    # may be waiting for it: a loaded host preempts threads)
+    entry = b.block
+    wait, poll, yield_, done = (fn.append_basic_block(n) for n in ("wait", "poll", "yield", "done"))
     b.branch(wait)
     b.position_at_end(wait)
-    b.cbranch(b.icmp_unsigned("==", _load(b, job, DONE, "acquire"), _load(b, job, CHUNKS)), done, wait)
+    i = b.phi(_I64)
+    i.add_incoming(ir.Constant(_I64, 0), entry)
+    b.cbranch(b.icmp_unsigned("==", _load(b, job, DONE, "acquire"), _load(b, job, CHUNKS)), done, poll)
+    b.position_at_end(poll)
+    nxt = b.add(i, ir.Constant(_I64, 1))
+    i.add_incoming(nxt, poll)
+    i.add_incoming(ir.Constant(_I64, 0), yield_)
+    b.cbranch(b.icmp_unsigned("<", nxt, ir.Constant(_I64, 4096)), wait, yield_)
+    b.position_at_end(yield_)
+    b.call(syscall, [ir.Constant(_I64, sys_yield)])
+    b.branch(wait)
     b.position_at_end(done)
     b.ret_void()
 
