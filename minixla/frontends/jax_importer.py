@@ -730,7 +730,7 @@ def _inline(param, closed=True):
 import_rules.update({
     "round": _round, "square": _square, "add_any": _elementwise("add_any", "add"),
     "stop_gradient": lambda x: lax.stop_gradient(x),
-    "copy": _identity, "copy_p": _identity, "optimization_barrier": lambda *xs: list(xs),
+    "copy": _identity, "copy_p": _identity, "optimization_barrier": lambda *xs: lax.optimization_barrier_p.bind(*xs),
     "sharding_constraint": lambda x, **params: _sharding_constraint(x, **params),
     "device_put": lambda *xs, **_: list(xs),
     "split": _split, "dot_general": _dot_general, "conv_general_dilated": _conv, "gather": _gather,
