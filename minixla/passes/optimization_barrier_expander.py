@@ -29,9 +29,7 @@ class OptimizationBarrierExpander(HloPass):
                     tup = barriers[instr.operands[0]]
                     if tup.opcode == "tuple":
                         barriers.setdefault(instr, tup.operands[instr.attrs["index"]])
-            comp.replace_uses(barriers)
-            comp.instructions = [i for i in comp.instructions if i not in barriers]
-            comp.sort_topologically()
-            comp.remove_dead()
+            comp.replace_uses(barriers)  # (each maps to an earlier instruction: the order holds)
+            comp.remove_dead()  # (the barriers and their get-tuple-elements have no users now)
             changed = True
         return changed
