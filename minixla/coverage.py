@@ -67,6 +67,8 @@ PRIMITIVE_OPCODES = {
     "sort": ["sort"], "sharding_constraint": ["custom-call"],
     # issue 14: the barrier of its operands' tuple (the LLVM backend removes it after the passes)
     "optimization_barrier": ["tuple", "opt-barrier", "get-tuple-element"],
+    # issue 14: XLA's ReducePrecision on the float's bits (minixla.lax.bits.expand_reduce_precision)
+    "reduce_precision": ["bitcast-convert", "and", "shift-right-logical", "add", "compare", "or", "select"],
     # the special functions (issue 14): their expansions in lax ops (minixla.lax.special_expansions)
     "lgamma": ["abs", "add", "compare", "convert", "divide", "floor", "fma", "is-finite", "log",
                "log-plus-one", "multiply", "negate", "select", "sine", "subtract"],

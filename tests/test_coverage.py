@@ -112,6 +112,7 @@ SAMPLES["sharding_constraint"] = (lambda x: lax.with_sharding_constraint(
     (f,))
 # issue 14: the barrier over two operands (its transforms: the barrier again)
 SAMPLES["optimization_barrier"] = (lambda x: lax.optimization_barrier((lax.sin(x), x * 2.0)), (f,))
+SAMPLES["reduce_precision"] = (lambda x: lax.reduce_precision(x * 1.7, 8, 16), (f,))  # (fine enough to look linear)
 
 
 def _all_eqns(jaxpr):
