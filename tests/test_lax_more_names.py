@@ -95,3 +95,74 @@ def test_mulhi_reduce_xor_errors():
         lax.reduce_xor(i.astype(np.float32), (0,))
     with pytest.raises(ValueError):
         lax.reduce_xor(i, (1,))
+
+
+_X = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+_STRUCTURAL = {
+    "split": lambda L: lambda x: L.split(x, (1, 0, 3), axis=-1),
+    "stack": lambda L: lambda x: L.stack([x, x + 1], axis=-1),
+    "unstack": lambda L: lambda x: L.unstack(x, 1),
+    "tile": lambda L: lambda x: L.tile(x, (2, 1, 3)),
+    "index_take": lambda L: lambda x: L.index_take(x, (np.array([0, -1, 3]), np.array([5, 1, -2])), (0, 2)),
+    "empty": lambda L: lambda x: L.empty((2, 3), np.int16),
+    "scatter_sub": lambda L: lambda x: L.scatter_sub(
+        x, np.array([[0], [1], [0]]), np.full((3, 3, 4), 2.5, np.float32),
+        jax.lax.ScatterDimensionNumbers((1, 2), (0,), (0,))),
+    "scatter_sub_uint8": lambda L: lambda x: L.scatter_sub(
+        x.astype(np.uint8)[0], np.array([[0], [2]]), np.full((2, 4), 7, np.uint8),
+        jax.lax.ScatterDimensionNumbers((1,), (0,), (0,))),
+}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_structural_helpers(backend):
+    for name, f in _STRUCTURAL.items():
+        _same(mx.jit(f(lax), backend=backend)(_X), f(jax.lax)(_X))
+    g = lambda x: (jax.lax.split(x, (1, 3), axis=2), jnp.stack([x, x]), jnp.unstack(x), jnp.tile(x, (2, 1, 1, 2)))
+    _same(mx.jit(g, backend=backend, frontend="jax")(_X), g(_X))
+    split_loss = lambda L, s: lambda x: s(v.sum() * (i + 1) for i, v in enumerate(L.split(x, (1, 3), 2)))
+    _same(mx.grad(split_loss(lax, sum))(_X), jax.grad(split_loss(jax.lax, sum))(_X))
+    assert lax.dtype(1.0) == jax.lax.dtype(1.0) and lax.dtype(np.int64(1)) == jax.lax.dtype(np.int64(1))
+    assert lax.dtype(np.float16) == np.float16 and lax.broadcast_shapes((2, 1), (3,)) == (2, 3)
+
+
+def test_structural_errors():
+    with pytest.raises(ValueError, match=r"Sum of sizes 3 must be equal to dimension 2 of the operand shape \[2, 3, 4\]"):
+        lax.split(_X, (1, 2), axis=2)
+    with pytest.raises(ValueError, match="Sizes passed to split must be nonnegative"):
+        lax.split(_X, (4, -1), axis=1)
+    with pytest.raises(ValueError, match="All input arrays must have the same shape"):
+        lax.stack([_X, _X[:1]])
+    with pytest.raises(ValueError, match="different numbers of dimensions"):
+        lax.stack([_X, _X[0]])
+    with pytest.raises(TypeError, match=r"reps length must be equal to the ndim of x, got len\(reps\)=1"):
+        lax.tile(_X, (2,))
+    with pytest.raises(ValueError, match="axis 3 is out of bounds for array of dimension 3"):
+        lax.unstack(_X, 3)
+    with pytest.raises(ValueError, match=r"Incompatible shapes for broadcasting: shapes=\[\(2, 1\), \(3, 4\)\]"):
+        lax.broadcast_shapes((2, 1), (3, 4))
+    with pytest.raises(TypeError, match=r"Cannot determine dtype of \[1, 2\]"):
+        lax.dtype([1, 2])
+
+
+_IMG = np.random.default_rng(0).normal(size=(2, 3, 6, 5)).astype(np.float32)
+_K = np.random.default_rng(1).normal(size=(4, 3, 3, 2)).astype(np.float32)
+_NHWC = np.transpose(_IMG, (0, 2, 3, 1))
+_CONVS = [
+    lambda L: L.conv(_IMG, _K, (1, 2), "SAME"),
+    lambda L: L.conv_with_general_padding(_IMG, _K, (2, 1), ((1, 0), (2, 1)), (1, 2), (2, 1)),
+    lambda L: L.conv_general_dilated_patches(_IMG, (2, 3), (1, 1), "VALID"),
+    lambda L: L.conv_general_dilated_patches(_NHWC, (3, 2), (2, 1), "SAME", dimension_numbers=("NHWC", "OIHW", "NHWC")),
+    lambda L: L.conv_general_dilated_patches(_NHWC, (3, 2), (1, 1), [(1, 1), (0, 2)], rhs_dilation=(1, 2),
+                                             dimension_numbers=("NHWC", "HWIO", "NCHW")),
+]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_conv_wrappers_and_patches(backend):
+    for f in _CONVS:
+        got, want = mx.jit(lambda: f(lax), backend=backend)(), f(jax.lax)
+        assert got.shape == want.shape and got.dtype == want.dtype
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)  # (sums: to rounding, as the conv tests)
+    # the patches are the input's values themselves (a one-hot kernel): exact
+    _same(mx.jit(lambda: _CONVS[2](lax), backend=backend)(), _CONVS[2](jax.lax))
