@@ -181,3 +181,15 @@ def einsum(subscripts, *operands):
     if sorted(acc_spec) != sorted(out):
         raise errors.ShapeError(f"einsum: output '{out}' is not reachable from '{subscripts}'{_where_line()}")
     return transpose(acc, [acc_spec.index(c) for c in out]) if acc_spec != out else acc
+
+
+def einsum_path(subscripts, /, *operands, optimize="auto"):
+    """The contraction order ``opt_einsum`` chooses for ``einsum(subscripts, *operands)`` and its
+    report (``jnp.einsum_path``): ``(path, PathInfo)``, computed from the operands' shapes only
+    (tracers are fine). ``optimize``: ``True`` ('optimal'), ``False`` (left to right), a strategy
+    name or an explicit path. (``minixla.numpy.einsum`` itself contracts left to right.)"""
+    import opt_einsum
+    shapes = [tuple(get_aval(o).shape) for o in operands]
+    if isinstance(optimize, bool):
+        optimize = "optimal" if optimize else [(0, 1)] * max(len(shapes) - 1, 0) if len(shapes) > 1 else [(0,)]
+    return opt_einsum.contract_path(subscripts, *shapes, shapes=True, optimize=optimize)
