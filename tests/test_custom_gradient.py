@@ -1,0 +1,69 @@
+"""``minixla.custom_gradient``, ``closure_convert`` and ``ensure_compile_time_eval`` (issue 14),
+against ``jax``'s."""
+import numpy as np
+import pytest
+import jax
+import jax.numpy as jnp
+
+import minixla as mx
+import minixla.numpy as mnp
+
+
+def _same(got, want):
+    for g, w in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
+        g, w = np.asarray(g), np.asarray(w)
+        assert g.dtype == w.dtype and g.shape == w.shape
+        np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-6)
+
+
+def _scaled_sin(lib, np_):
+    @lib.custom_gradient
+    def f(x, y):
+        def vjp(ct):
+            return ct * np_.cos(x) * y * 10.0, ct * x
+        return np_.sin(x) * y, vjp
+    return f
+
+
+def _clip_gradient(lib, np_):
+    @lib.custom_gradient
+    def f(x):
+        return x, lambda g: np_.clip(g, -1.0, 1.0)
+    return f
+
+
+@pytest.mark.parametrize("backend", ("llvm", "jax"))
+def test_custom_gradient(backend):
+    x, y = np.float32(0.3), np.float32(2.0)
+    loss = lambda lib, np_: lambda x, y: _scaled_sin(lib, np_)(x, y) ** 2
+    _same(mx.jit(mx.grad(loss(mx, mnp), argnums=(0, 1)), backend=backend)(x, y),
+          jax.grad(loss(jax, jnp), argnums=(0, 1))(x, y))
+    v = np.linspace(-2, 2, 5).astype(np.float32)
+    clip = lambda lib, np_: lambda v: (_clip_gradient(lib, np_)(v) * 5 * v).sum()
+    _same(mx.jit(mx.grad(clip(mx, mnp)), backend=backend)(v), jax.grad(clip(jax, jnp))(v))
+    per = lambda lib, np_: lib.vmap(lib.grad(lambda x: _scaled_sin(lib, np_)(x, 2.0)))
+    _same(per(mx, mnp)(v), per(jax, jnp)(v))
+    _same(_scaled_sin(mx, mnp)(x, y), _scaled_sin(jax, jnp)(x, y))
+
+
+def test_closure_convert_under_grad():
+    def loss(lib):
+        def f(w):
+            conv, consts = lib.closure_convert(lambda x: x * w + w * w, 1.0)
+            return conv(3.0, *consts)
+        return f
+    _same(mx.grad(loss(mx))(np.float32(2.0)), jax.grad(loss(jax))(np.float32(2.0)))
+    _same(mx.jit(loss(mx))(np.float32(2.0)), loss(jax)(np.float32(2.0)))
+
+
+def test_ensure_compile_time_eval():
+    def h(lib, np_):
+        def f(x):
+            with lib.ensure_compile_time_eval():
+                a = np_.arange(4)
+                n = int(a.sum())  # (computed now: Python can read it inside jit)
+            return x * n, np_.arange(2)
+        return f
+    jaxpr = str(mx.make_jaxpr(h(mx, mnp))(np.float32(2)))
+    assert "6.0" in jaxpr and jaxpr.count("iota") == 1
+    _same(mx.jit(h(mx, mnp))(np.float32(2)), jax.jit(h(jax, jnp))(np.float32(2)))
