@@ -67,3 +67,39 @@ def test_ensure_compile_time_eval():
     jaxpr = str(mx.make_jaxpr(h(mx, mnp))(np.float32(2)))
     assert "6.0" in jaxpr and jaxpr.count("iota") == 1
     _same(mx.jit(h(mx, mnp))(np.float32(2)), jax.jit(h(jax, jnp))(np.float32(2)))
+
+
+_A0 = np.array([[4., 1, 0], [1, 3, 1], [0, 1, 2]], np.float32)
+_B0 = np.array([1., 2, 3], np.float32)
+
+
+def _linear_solve(lax_, np_, symmetric=False):
+    def f(a, b):
+        sol = lambda matvec, r: np_.linalg.solve(a, r)  # noqa: E731
+        x = lax_.custom_linear_solve(lambda x: np_.dot(a, x), b, sol, None if symmetric else sol, symmetric=symmetric)
+        return (x * np_.arange(1.0, 4.0)).sum()
+    return f
+
+
+def _sqrt_root(lax_):
+    def f(a):
+        def newton(g, x0):
+            x = x0
+            for _ in range(8):
+                x = x - g(x) / (2 * x)
+            return x
+        return lax_.custom_root(lambda x: x ** 2 - a, 1.0, newton, lambda g, y: y / g(1.0))
+    return f
+
+
+@pytest.mark.parametrize("backend", ("llvm", "jax"))
+def test_custom_linear_solve_and_custom_root(backend):
+    from minixla import lax
+    grads = lambda lib, lax_, np_: lib.grad(_linear_solve(lax_, np_), argnums=(0, 1))  # noqa: E731
+    _same(mx.jit(grads(mx, lax, mnp), backend=backend)(_A0, _B0), grads(jax, jax.lax, jnp)(_A0, _B0))
+    _same(mx.grad(_linear_solve(lax, mnp, True))(_A0, _B0), jax.grad(_linear_solve(jax.lax, jnp, True))(_A0, _B0))
+    _same(mx.jvp(_linear_solve(lax, mnp), (_A0, _B0), (_A0 * 0.1, _B0))[1],
+          jax.jvp(_linear_solve(jax.lax, jnp), (_A0, _B0), (_A0 * 0.1, _B0))[1])
+    a = np.float32(2.0)
+    _same(mx.jit(mx.value_and_grad(_sqrt_root(lax)), backend=backend)(a), jax.value_and_grad(_sqrt_root(jax.lax))(a))
+    _same(mx.jvp(_sqrt_root(lax), (a,), (np.float32(1.0),)), jax.jvp(_sqrt_root(jax.lax), (a,), (np.float32(1.0),)))
