@@ -103,3 +103,15 @@ def test_custom_linear_solve_and_custom_root(backend):
     a = np.float32(2.0)
     _same(mx.jit(mx.value_and_grad(_sqrt_root(lax)), backend=backend)(a), jax.value_and_grad(_sqrt_root(jax.lax))(a))
     _same(mx.jvp(_sqrt_root(lax), (a,), (np.float32(1.0),)), jax.jvp(_sqrt_root(jax.lax), (a,), (np.float32(1.0),)))
+
+
+@pytest.mark.parametrize("backend", ("llvm", "jax"))
+def test_jax_custom_linear_solve_imports_with_its_transpose_solve(backend):
+    import jax.scipy.sparse.linalg as jsl
+    # jax.scipy's cg: a while loop inside custom_linear_solve; minixla's grad of the imported
+    # program differentiates implicitly (the loop itself has no reverse mode)
+    g = lambda a, b: (jsl.cg(lambda x: a @ x, b)[0] * jnp.arange(1., 4.)).sum()  # noqa: E731
+    want = jax.grad(g, argnums=(0, 1))(_A0, _B0)
+    got = mx.jit(mx.grad(mx.jit(g, frontend="jax", backend=backend), argnums=(0, 1)), backend=backend)(_A0, _B0)
+    for x, y in zip(got, want):
+        np.testing.assert_allclose(x, y, rtol=1e-5, atol=1e-6)  # (CG's iterates: to rounding)
