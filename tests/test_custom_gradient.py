@@ -115,3 +115,20 @@ def test_jax_custom_linear_solve_imports_with_its_transpose_solve(backend):
     got = mx.jit(mx.grad(mx.jit(g, frontend="jax", backend=backend), argnums=(0, 1)), backend=backend)(_A0, _B0)
     for x, y in zip(got, want):
         np.testing.assert_allclose(x, y, rtol=1e-5, atol=1e-6)  # (CG's iterates: to rounding)
+
+
+@pytest.mark.parametrize("backend", ("llvm", "jax"))
+def test_debug_nans_names_the_primitive(backend):
+    f = lambda np_: lambda x: np_.sqrt(x) + 1  # noqa: E731
+    mf = mx.jit(f(mnp), backend=backend)
+    with jax.debug_nans(True):
+        with pytest.raises(FloatingPointError) as want:
+            jax.jit(f(jnp))(np.float32(-1))
+    with mx.debug_nans():
+        np.testing.assert_array_equal(mf(np.float32(4)), np.float32(3))
+        with pytest.raises(FloatingPointError) as got:
+            mf(np.float32(-1))
+    assert str(got.value) == str(want.value) == "invalid value (nan) encountered in sqrt"
+    assert np.isnan(mf(np.float32(-1)))  # (off again outside the block)
+    with mx.debug_infs(), pytest.raises(FloatingPointError, match=r"invalid value \(inf\) encountered in div"):
+        mx.jit(lambda x: 1.0 / x + 1, backend=backend)(np.float32(0))
