@@ -13,6 +13,9 @@ from minixla import lax, numpy
 from minixla.interpreters.api import (jvp, linearize, vjp, grad, value_and_grad, jacfwd, jacrev, hessian,
                                       vmap, eval_shape, linear_transpose)
 from minixla.interpreters.custom_derivatives import custom_jvp, custom_vjp
+from minixla.interpreters.custom_gradient import closure_convert, custom_gradient
+from minixla.core.tracing import ensure_compile_time_eval
+from minixla.debug_nans import debug_infs, debug_nans
 from minixla.interpreters.remat import checkpoint, remat, checkpoint_policies
 from minixla.sharding.api import device_put
 from minixla.core.name_stack import named_scope, named_call
@@ -31,7 +34,8 @@ __all__ = ["make_jaxpr", "jit", "config", "lax", "numpy", "errors", "ShapedArray
            "named_scope", "named_call", "block_until_ready", "device_get", "devices", "local_devices",
            "device_count", "local_device_count", "default_backend", "process_index", "process_count",
            "clear_caches", "disable_jit", "jacobian", "typeof", "float0", "ShapeDtypeStruct", "tree",
-           "tree_util"]
+           "tree_util", "custom_gradient", "closure_convert", "ensure_compile_time_eval", "debug_nans",
+           "debug_infs"]
 
 
 # The objects alive once minixla is imported -- the modules, classes and functions of jax,

@@ -65,6 +65,10 @@ PRIMITIVE_OPCODES = {
     "fma": ["fma"], "erf_inv": ["negate", "log-plus-one", "multiply", "compare", "select", "subtract",
                                 "sqrt", "fma", "abs", "convert"],
     "sort": ["sort"], "sharding_constraint": ["custom-call"],
+    # issue 14: the barrier of its operands' tuple (the LLVM backend removes it after the passes)
+    "optimization_barrier": ["tuple", "opt-barrier", "get-tuple-element"],
+    # issue 14: XLA's ReducePrecision on the float's bits (minixla.lax.bits.expand_reduce_precision)
+    "reduce_precision": ["bitcast-convert", "and", "shift-right-logical", "add", "compare", "or", "select"],
     # the special functions (issue 14): their expansions in lax ops (minixla.lax.special_expansions)
     "lgamma": ["abs", "add", "compare", "convert", "divide", "floor", "fma", "is-finite", "log",
                "log-plus-one", "multiply", "negate", "select", "sine", "subtract"],
@@ -111,9 +115,10 @@ def _llvm_supports(opcode) -> bool:
     from minixla.backends.llvm.elemental import emit_rules
     from minixla.backends.llvm.executable import _NO_KERNEL
     from minixla.backends.llvm.kernels_extra import KERNELS
+    from minixla.passes.optimization_barrier_expander import EXPANDED_OPCODES as BARRIERS
     from minixla.passes.rng_bit_generator_expander import EXPANDED_OPCODES  # (rewritten before codegen)
     return (opcode in emit_rules or opcode in KERNELS or opcode in CONTROL_OPCODES or opcode in _NO_KERNEL
-            or opcode in EXPANDED_OPCODES)
+            or opcode in EXPANDED_OPCODES or opcode in BARRIERS)
 
 
 def rows():

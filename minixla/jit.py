@@ -31,6 +31,7 @@ import numpy as np
 from jax import Array as _JaxArray
 from jax import tree_util
 
+from minixla import debug_nans as _debug_nans
 from minixla import cache as persistent_cache
 from minixla.config import config
 from minixla.core import errors
@@ -292,6 +293,8 @@ class Jitted:
                                           for x, aval in zip(flat, compiled.in_avals)])
             if compiled._weak_outs:
                 outs = _mark_weak(outs, compiled._weak_outs)
+        if _debug_nans.active():  # (minixla.debug_nans / debug_infs: JAX's FloatingPointError)
+            _debug_nans.check(compiled, flat, outs)
         if compiled._single_output:
             return outs[0]
         return tree_util.tree_unflatten(compiled.lowered.out_tree, outs)

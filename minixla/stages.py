@@ -190,6 +190,9 @@ class Lowered:
         if self.backend != "llvm":  # (the row-major copy is for minixla's GEMM; XLA lays out its own)
             pipeline.passes = [p for p in pipeline.passes if not isinstance(p, DotLhsRowMajor)]
         pipeline.run(module)
+        if self.backend == "llvm":  # (XLA:CPU too: the barriers go once no pass moves code)
+            from minixla.passes.optimization_barrier_expander import OptimizationBarrierExpander
+            OptimizationBarrierExpander().run(module)
         if check and not (pipeline.log and pipeline.log[-1].changed):
             _verify(module, "the last pass (or one that reported no change)")
         fusion = next(p for p in pipeline.passes if isinstance(p, FusionPass))

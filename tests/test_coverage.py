@@ -110,6 +110,9 @@ SAMPLES["rng_bit_generator"] = (lambda k: lax.rng_bit_generator(k, (3,), np.uint
 SAMPLES["sharding_constraint"] = (lambda x: lax.with_sharding_constraint(
     lax.sin(x), jax.sharding.NamedSharding(jax.sharding.AbstractMesh((2,), ("x",)), jax.sharding.PartitionSpec("x"))),
     (f,))
+# issue 14: the barrier over two operands (its transforms: the barrier again)
+SAMPLES["optimization_barrier"] = (lambda x: lax.optimization_barrier((lax.sin(x), x * 2.0)), (f,))
+SAMPLES["reduce_precision"] = (lambda x: lax.reduce_precision(x * 1.7, 8, 16), (f,))  # (fine enough to look linear)
 
 
 def _all_eqns(jaxpr):

@@ -135,7 +135,7 @@ def evaluate_computation(comp, args):
 #: regroups values (tuples), on a fusion's or a loop's result (the ops inside have theirs) or
 #: on a constant (a hidden run-time argument already).
 OP_BARRIERS = True
-_NO_BARRIER = {"tuple", "get-tuple-element", "fusion", "constant", "while", "conditional"}
+_NO_BARRIER = {"tuple", "get-tuple-element", "fusion", "constant", "while", "conditional", "opt-barrier"}
 
 
 # Hidden arguments. XLA sees the whole program, and rewrites that JAX eager (one op at a time)
@@ -356,6 +356,8 @@ jax_rules["rng-bit-generator"] = lambda instr, key: lax.rng_bit_generator(
 # the called computations, evaluated with these same rules (XLA then compiles real loops).
 
 jax_rules["get-tuple-element"] = lambda instr, t: t[instr.attrs["index"]]
+# optimization_barrier: XLA's own barrier (its passes honour it; its CPU backend then removes it)
+jax_rules["opt-barrier"] = lambda instr, t: tuple(lax.optimization_barrier(tuple(t)))
 
 
 def _while(instr, state):

@@ -31,6 +31,7 @@ class _ThreadLocalStack(threading.local):
     def __init__(self):
         self.items = []
         self.stage_constant_ops = 0  # (see ``staging_constant_ops``)
+        self.compile_time_eval = 0  # (see ``ensure_compile_time_eval``)
 
     def append(self, x):
         self.items.append(x)
@@ -81,6 +82,21 @@ class new_trace:
         return False
 
 
+class ensure_compile_time_eval:
+    """``with minixla.ensure_compile_time_eval():`` operations whose operands are all concrete
+    -- constants, ``iota``, ``jnp.arange``, ``lax.full`` -- run now, even inside ``jit`` (their
+    values are NumPy arrays the Python code can branch on), as ``jax.ensure_compile_time_eval``;
+    an operation on a traced value is still staged. Nests; thread-local."""
+
+    def __enter__(self):
+        _trace_stack.compile_time_eval += 1
+        return self
+
+    def __exit__(self, *exc):
+        _trace_stack.compile_time_eval -= 1
+        return False
+
+
 class staging_constant_ops:
     """``with staging_constant_ops():`` a primitive applied to constants only is staged into
     the current jaxpr trace (``current_jaxpr_trace``) rather than evaluated eagerly, as JAX
@@ -97,7 +113,10 @@ class staging_constant_ops:
 
 
 def current_jaxpr_trace():
-    """The innermost active ``JaxprTrace`` (where operand-less values such as iota are staged), or None."""
+    """The innermost active ``JaxprTrace`` (where operand-less values such as iota are staged), or None
+    (always inside ``ensure_compile_time_eval``: such values are computed, not staged)."""
+    if _trace_stack.compile_time_eval:
+        return None
     for t in reversed(_trace_stack):
         if isinstance(t, JaxprTrace) and not getattr(t, "tangent_only", False):
             return t

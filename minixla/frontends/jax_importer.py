@@ -593,56 +593,20 @@ def _sharding_constraint(x, *, sharding=None, unconstrained_dims=(), **_):
 
 
 def _split(x, *, sizes, axis):
-    outs, start = [], 0
-    shape = x.shape if hasattr(x, "shape") else np.shape(x)
-    for size in _norm(sizes):
-        lo = [0] * len(shape)
-        hi = list(shape)
-        lo[axis], hi[axis] = start, start + size
-        outs.append(registry["slice"].bind(x, start_indices=tuple(lo), limit_indices=tuple(hi), strides=None))
-        start += size
-    return outs
+    return lax.split(x, _norm(sizes), int(axis))
 
 
 def _shape(x):
     return tuple(x.shape) if hasattr(x, "shape") else np.shape(x)
 
 
-def _stack(*xs, axis):
-    # jnp.stack: each operand gets a new dim of 1 at ``axis``, then one concatenate
-    axis = int(axis)
-    parts = []
-    for x in xs:
-        shape = _shape(x)
-        new = shape[:axis] + (1,) + shape[axis:]
-        parts.append(registry["reshape"].bind(x, new_sizes=new, dimensions=None))
-    return registry["concatenate"].bind(*parts, dimension=axis)
-
-
-def _unstack(x, *, axis):
-    axis = int(axis)
-    shape = _shape(x)
-    outs = []
-    for i in range(shape[axis]):
-        lo = tuple(i if d == axis else 0 for d in range(len(shape)))
-        hi = tuple(i + 1 if d == axis else n for d, n in enumerate(shape))
-        piece = registry["slice"].bind(x, start_indices=lo, limit_indices=hi, strides=None)
-        outs.append(registry["reshape"].bind(piece, new_sizes=shape[:axis] + shape[axis + 1:], dimensions=None))
-    return outs
-
-
 def _tile(x, *, reps):
-    # jnp.tile: x broadcast to (r0, n0, r1, n1, ...) (each dim's copies major to it), then
-    # merged to (r0*n0, r1*n1, ...)
-    reps = _norm(reps)
-    shape = _shape(x)
+    # jnp.tile's reps may be longer than the rank: the operand gets leading dims of 1 first
+    reps, shape = _norm(reps), _shape(x)
     if len(reps) > len(shape):
         shape = (1,) * (len(reps) - len(shape)) + shape
         x = registry["reshape"].bind(x, new_sizes=shape, dimensions=None)
-    reps = (1,) * (len(shape) - len(reps)) + tuple(reps)
-    wide = tuple(d for r, n in zip(reps, shape) for d in (r, n))
-    x = registry["broadcast_in_dim"].bind(x, shape=wide, broadcast_dimensions=tuple(range(1, len(wide), 2)))
-    return registry["reshape"].bind(x, new_sizes=tuple(r * n for r, n in zip(reps, shape)), dimensions=None)
+    return lax.tile(x, (1,) * (len(shape) - len(reps)) + tuple(reps))
 
 
 def _dot_general(lhs, rhs, *, dimension_numbers, precision=None, preferred_element_type=None, **rest):
@@ -746,7 +710,7 @@ def _inline(param, closed=True):
 import_rules.update({
     "round": _round, "square": _square, "add_any": _elementwise("add_any", "add"),
     "stop_gradient": lambda x: lax.stop_gradient(x),
-    "copy": _identity, "copy_p": _identity, "optimization_barrier": lambda *xs: list(xs),
+    "copy": _identity, "copy_p": _identity, "optimization_barrier": lambda *xs: lax.optimization_barrier_p.bind(*xs),
     "sharding_constraint": lambda x, **params: _sharding_constraint(x, **params),
     "device_put": lambda *xs, **_: list(xs),
     "split": _split, "dot_general": _dot_general, "conv_general_dilated": _conv, "gather": _gather,
@@ -756,7 +720,8 @@ import_rules.update({
     # (x - u is x + (-u) exactly, in IEEE arithmetic and in wrapping integers)
     "scatter-sub": _scatter(lambda x, i, u, dn, mode: lax.scatter_add(x, i, registry["neg"].bind(u), dn,
                                                                       mode=mode)),
-    "stack": _stack, "unstack": _unstack, "tile": _tile,
+    "stack": lambda *xs, axis: lax.stack(xs, int(axis)),
+    "unstack": lambda x, *, axis: list(lax.unstack(x, int(axis))), "tile": _tile,
     # compositions of minixla.lax (no primitive of their own in minixla)
     "nextafter": lambda x1, x2: lax.nextafter(*_broadcast_size1(x1, x2)),
     "cumlogsumexp": lambda x, *, axis, reverse: lax.cumlogsumexp(x, axis=int(axis), reverse=bool(reverse)),

@@ -70,18 +70,17 @@ def _lu_pivots_to_permutation(pivots, *, permutation_size):
 
 
 def _custom_linear_solve(*args, const_lengths, jaxprs):
+    # JAX's operands: the consts of matvec, vecmat, solve, transpose_solve, then b's leaves;
+    # minixla's lax.custom_linear_solve on the bodies (vecmat: its own transpose of matvec)
     n_mv, n_vm, n_s, n_ts = (const_lengths.matvec, const_lengths.vecmat, const_lengths.solve,
                              const_lengths.transpose_solve)
     n = n_mv + n_vm + n_s + n_ts
     consts, b = list(args[:n]), list(args[n:])
-    mv_consts, s_consts = consts[:n_mv], consts[n_mv + n_vm:n_mv + n_vm + n_s]
-    matvec = _body(jaxprs.matvec, mv_consts)
-    frozen = _body(jaxprs.solve, [lax.stop_gradient(c) for c in s_consts])
-    x = [lax.stop_gradient(v) for v in frozen(*[lax.stop_gradient(v) for v in b])]
-    # y = A^-1 (b - A x): ~0 in value, and its derivative is the linear solve's, A^-1 (db - dA x)
-    y = frozen(*[mnp.subtract(bi, ai) for bi, ai in zip(b, matvec(*x))])
-    return [mnp.add(xi, mnp.where(mnp.isfinite(yi), mnp.subtract(yi, lax.stop_gradient(yi)), 0))
-            for xi, yi in zip(x, y)]
+    matvec = _body(jaxprs.matvec, consts[:n_mv])
+    solve = _body(jaxprs.solve, consts[n_mv + n_vm:n_mv + n_vm + n_s])
+    tsolve = None if jaxprs.transpose_solve is None else _body(jaxprs.transpose_solve, consts[n - n_ts:])
+    return lax.custom_linear_solve(lambda x: list(matvec(*x)), b, lambda _, r: list(solve(*r)),
+                                   None if tsolve is None else (lambda _, r: list(tsolve(*r))))
 
 
 def _platform_index(*_, platforms, **__):

@@ -88,7 +88,7 @@ NON_ARITHMETIC = {
     "parameter", "constant", "tuple", "iota", "broadcast", "reshape", "transpose", "slice", "reverse",
     "concatenate", "pad", "dynamic-slice", "dynamic-update-slice", "gather", "scatter", "select",
     "negate", "abs", "convert", "bitcast-convert", "is-finite", "fusion", "copy",
-    "while", "conditional", "get-tuple-element",
+    "while", "conditional", "get-tuple-element", "opt-barrier",
 }
 #: float types whose arithmetic runs on the SSE/AVX units in their own format or in f32 with
 #: the same exponent range (float16 is computed in f32, where its subnormals are normal).
@@ -705,6 +705,7 @@ def _conditional(instr, index, *operands):
 evaluate_rules["get-tuple-element"] = _get_tuple_element
 evaluate_rules["while"] = _while
 evaluate_rules["conditional"] = _conditional
+evaluate_rules["opt-barrier"] = lambda instr, t: t  # (optimization_barrier: the values pass)
 
 
 # ---------------------------------------------------------------------------------------

@@ -468,8 +468,15 @@ def _conditional(instr):
     return result
 
 
+def _opt_barrier(instr):
+    """``opt-barrier(t)``: one tuple operand, the result of its shape."""
+    _operand_count(instr, 1)
+    _require(instr.operands[0].shape.is_tuple, "opt-barrier takes one tuple operand")
+    return instr.operands[0].shape
+
+
 shape_rules.update({"get-tuple-element": _get_tuple_element, "while": _while,
-                    "conditional": _conditional})
+                    "conditional": _conditional, "opt-barrier": _opt_barrier})
 
 
 def _text(instr) -> str:

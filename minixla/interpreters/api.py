@@ -17,6 +17,7 @@ from minixla.core.avals import WeakScalar, get_aval, weak_array
 from minixla.core.tracing import Tracer, new_trace, staging_constant_ops, trace_to_jaxpr
 from minixla.core.tracing import flatten_fun as _flatten_fun_kw
 from minixla.interpreters import ad, ad_rules, ad_scatter_rules, jit_call, sharding_rules  # noqa: F401 (they register rules)
+from minixla.interpreters import barrier_rules, precision_rules, linear_vjp  # noqa: F401 (optimization_barrier, reduce_precision, linear custom_vjp)
 from minixla.interpreters.ad import Zero, float0, is_float, tangent_aval, zeros_like_aval
 from minixla.interpreters.batching import BatchTrace, BatchTracer, moveaxis
 

@@ -13,7 +13,8 @@ import contextlib
 
 from minixla.core.primitive import impl_rules, registry, shape_rules
 from minixla.interpreters import (ad_rules, ad_scatter_rules, batching, custom_derivatives,  # noqa: F401
-                                  jit_call, remat, sharding_rules)  # (they register the rows)
+                                  jit_call, remat, sharding_rules, barrier_rules,
+                                  precision_rules)  # (they register the rows)
 from minixla.interpreters.ad import jvp_rules, transpose_rules
 from minixla.interpreters.batching import batching_rules
 
@@ -27,6 +28,8 @@ LINEAR = {"neg", "add", "add_any", "sub", "mul", "div", "convert_element_type", 
 LINEAR |= {"sort"}  # (issue 14) in the operands it carries along (not its keys)
 LINEAR |= {"select_and_gather_add"}  # (issue 14) in its tangents (pooling's jvp)
 LINEAR |= {"sharding_constraint"}  # (issue 17) the identity, laid out
+LINEAR |= {"optimization_barrier"}  # (issue 14) the identity, kept opaque
+LINEAR |= {"reduce_precision"}  # (issue 14) as JAX defines it (ad.deflinear)
 
 #: primitives without operands: nothing to batch, no tangent to carry
 NO_OPERANDS = {"iota"}

@@ -28,6 +28,10 @@ The families, each building on the ones before it:
 - ``scans``: ``cumlogsumexp``, an ``associative_scan`` of ``logaddexp`` with JAX's derivative
 - ``bits``: ``population_count``, ``clz`` (composites of shifts and masks)
 - ``sharding``: ``with_sharding_constraint`` (a layout over the mesh; the value is unchanged)
+- ``barrier``: ``optimization_barrier`` (the identity no pass optimizes across)
+- ``structural_more``: ``split``, ``stack``, ``unstack``, ``tile``, ``index_take``, ``empty``,
+  ``dtype``, ``broadcast_shapes`` (composites of the structural ops)
+- ``implicit``: ``custom_linear_solve``, ``custom_root`` (solves differentiated implicitly)
 
 This module is the public face: it re-exports every family's names.
 """
@@ -57,9 +61,16 @@ from minixla.lax.control_flow import cond_p, while_p, scan_p  # noqa: F401
 from minixla.lax.scans import *  # noqa: F401,F403
 from minixla.lax.bits import *  # noqa: F401,F403
 from minixla.lax.sharding import with_sharding_constraint, sharding_constraint_p  # noqa: F401
+from minixla.lax import barrier  # noqa: E402 (optimization_barrier)
+from minixla.lax.barrier import *  # noqa: F401,F403
+from minixla.lax import structural_more  # noqa: E402 (split, stack, tile, ...)
+from minixla.lax.structural_more import *  # noqa: F401,F403
+from minixla.lax import implicit  # noqa: E402 (custom_linear_solve, custom_root)
+from minixla.lax.implicit import *  # noqa: F401,F403
 
 # Every public function is an API boundary: an error escaping it names the function, the
 # shapes it was given and the user's line (``errors.api_boundary``). Keep this at the end.
 errors.wrap_package_functions(globals(), [base, elementwise, structural, reductions, contractions,
                                           indexing, windows, special, sorting, control_flow,
-                                          composites, scans, sharding, rng, bits])
+                                          composites, scans, sharding, rng, bits, barrier,
+                                          structural_more, implicit])

@@ -3,6 +3,7 @@ dimension numbers and padding helpers.
 """
 from __future__ import annotations
 
+import math
 from collections import namedtuple
 
 import numpy as np
@@ -233,3 +234,46 @@ def _conv_batch_groups(lhs, rhs, *, dimension_numbers, batch_group_count=1, feat
         slice_in_dim(rhs, i * (o // g), (i + 1) * (o // g), axis=dn.rhs_spec[0]),
         dimension_numbers=dn, batch_group_count=1, feature_group_count=1, **params) for i in range(g)]
     return concatenate(outs, dn.out_spec[1])
+
+
+def conv(lhs, rhs, window_strides, padding, precision=None, preferred_element_type=None):
+    """``conv_general_dilated`` in NCHW/OIHW layout with no dilation (``jax.lax.conv``);
+    ``padding`` is ``'SAME'``/``'VALID'``. Shapes, dtypes and errors as ``conv_general_dilated``."""
+    return conv_general_dilated(lhs, rhs, window_strides, padding, precision=precision,
+                                preferred_element_type=preferred_element_type)
+
+
+def conv_with_general_padding(lhs, rhs, window_strides, padding, lhs_dilation, rhs_dilation,
+                              precision=None, preferred_element_type=None):
+    """``conv_general_dilated`` in NCHW/OIHW layout with explicit ``(low, high)`` padding (or a
+    padding string) and dilations (``jax.lax.conv_with_general_padding``)."""
+    return conv_general_dilated(lhs, rhs, window_strides, padding, lhs_dilation=lhs_dilation,
+                                rhs_dilation=rhs_dilation, precision=precision,
+                                preferred_element_type=preferred_element_type)
+
+
+def conv_general_dilated_patches(lhs, filter_shape, window_strides, padding, lhs_dilation=None,
+                                 rhs_dilation=None, dimension_numbers=None, precision=None,
+                                 preferred_element_type=None):
+    """The patches a convolution with a ``filter_shape`` window sees
+    (``jax.lax.conv_general_dilated_patches``): for an input of ``C`` channels, an output of
+    ``C * prod(filter_shape)`` features (channel-major, then the window's taps in row-major
+    order) laid out by ``dimension_numbers``'s output spec. As JAX computes it: a grouped
+    convolution (one group per channel) with a one-hot kernel, so an ``inf``/``NaN`` tap gives
+    ``NaN`` in the other taps' features of that window, as in JAX."""
+    from minixla.lax import elementwise as ew, structural as st
+    la = get_aval(lhs)
+    filter_shape = tuple(int(d) for d in filter_shape)
+    dn = conv_dimension_numbers(la.shape, (1, 1) + filter_shape, dimension_numbers)
+    taps, channels = math.prod(filter_shape), la.shape[dn.lhs_spec[1]]
+    eye = ew.convert_element_type(ew.eq(st.broadcasted_iota(np.int32, (taps, taps), 0),
+                                        st.broadcasted_iota(np.int32, (taps, taps), 1)), la.dtype)
+    rhs = st.reshape(st.broadcast_in_dim(eye, (channels, taps, taps), (1, 2)), (channels * taps, 1) + filter_shape)
+    # (O, I, *window) -> the layout the rhs spec names: dimension rhs_spec[k] holds logical dim k
+    perm = [0] * (2 + len(filter_shape))
+    for k, d in enumerate(dn.rhs_spec):
+        perm[d] = k
+    rhs = st.transpose(rhs, tuple(perm))
+    return conv_general_dilated(lhs, rhs, window_strides, padding, lhs_dilation, rhs_dilation, dn,
+                                feature_group_count=channels, precision=precision,
+                                preferred_element_type=preferred_element_type)

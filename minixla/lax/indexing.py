@@ -303,3 +303,13 @@ scatter_add = _scatter_fn(scatter_add_p, "adds into the operand")
 scatter_mul = _scatter_fn(scatter_mul_p, "multiplies into the operand")
 scatter_min = _scatter_fn(scatter_min_p, "takes the minimum with the operand")
 scatter_max = _scatter_fn(scatter_max_p, "takes the maximum with the operand")
+
+
+def scatter_sub(operand, scatter_indices, updates, dimension_numbers, *, indices_are_sorted=False,
+                unique_indices=False, mode=None):
+    """XLA scatter that subtracts from the operand (``jax.lax.scatter_sub``): the scatter-add of
+    the negated updates, the same bits (``x - u`` is ``x + (-u)`` in IEEE arithmetic and in
+    wrapping integers). Arguments, modes and errors as ``scatter_add``."""
+    from minixla.lax.elementwise import neg
+    return scatter_add(operand, scatter_indices, neg(updates), dimension_numbers,
+                       indices_are_sorted=indices_are_sorted, unique_indices=unique_indices, mode=mode)

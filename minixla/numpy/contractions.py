@@ -261,3 +261,15 @@ def _einsum_ellipsis(subscripts, operands):
         letters = "".join(new_specs)
         out = ell + "".join(sorted(c for c in set(letters) if letters.count(c) == 1 and c not in ell))
     return ",".join(new_specs) + "->" + out, new_ops
+
+
+def einsum_path(subscripts, /, *operands, optimize="auto"):
+    """The contraction order ``opt_einsum`` chooses for ``einsum(subscripts, *operands)`` and its
+    report (``jnp.einsum_path``): ``(path, PathInfo)``, computed from the operands' shapes only
+    (tracers are fine). ``optimize``: ``True`` ('optimal'), ``False`` (left to right), a strategy
+    name or an explicit path. (``minixla.numpy.einsum`` itself contracts left to right.)"""
+    import opt_einsum
+    shapes = [tuple(get_aval(o).shape) for o in operands]
+    if isinstance(optimize, bool):
+        optimize = "optimal" if optimize else [(0, 1)] * max(len(shapes) - 1, 0) if len(shapes) > 1 else [(0,)]
+    return opt_einsum.contract_path(subscripts, *shapes, shapes=True, optimize=optimize)

@@ -28,7 +28,8 @@ from minixla.numpy.indexing import _IndexUpdateHelper, _getitem
 from minixla.numpy.sorting import argsort, sort
 
 __all__ = ["block", "choose", "compress", "extract", "delete", "insert", "place", "diagflat",
-           "hsplit", "vsplit", "dsplit", "rollaxis", "resize", "trim_zeros", "copy", "put_along_axis"]
+           "hsplit", "vsplit", "dsplit", "rollaxis", "resize", "trim_zeros", "copy", "put_along_axis",
+           "put"]
 
 
 def _shape(x):
@@ -406,3 +407,32 @@ def put_along_axis(arr, indices, values, axis, inplace=True, *, mode=None):
             grids.append(np.arange(n).reshape(sizes))
     result = _IndexUpdateHelper(a)[tuple(grids)].set(vals, mode=mode)
     return reshape(result, original_shape) if original_axis is None else result
+
+
+def put(a, ind, v, mode=None, *, inplace=True):
+    """``a`` with the values ``v`` (flattened, repeated cyclically to ``ind``'s length) written at
+    the flat indices ``ind`` (``jnp.put``): ``mode=None`` drops indices past the end (negative
+    ones count from it), ``'clip'`` clamps them to ``[0, a.size - 1]``, ``'wrap'`` takes them
+    modulo ``a.size``. ``inplace=False`` is required (``ValueError``); ``'raise'`` is JAX's
+    ``NotImplementedError``, another mode a ``ValueError``."""
+    if inplace:
+        raise ValueError("jax.numpy.put cannot modify arrays in-place, because JAX arrays are immutable. "
+                         "Pass inplace=False to instead return an updated array.")
+    arr, idx, vals = _arr(a), ravel(_arr(ind)), ravel(_arr(v))
+    shape = _shape(arr)
+    size, n, nv = math.prod(shape), _shape(idx)[0], _shape(vals)[0]
+    if mode not in (None, "clip", "wrap"):
+        if mode == "raise":
+            raise NotImplementedError("The 'raise' mode to jnp.put is not supported.")
+        raise ValueError(f"mode should be one of 'wrap' or 'clip'; got mode={mode!r}")
+    if not size or not n or not nv:
+        return arr
+    if nv != n:
+        vals = _getitem(tile(vals, -(-n // nv)), slice(0, n))
+    scatter_mode = "drop"
+    if mode == "clip":
+        idx, scatter_mode = clip(idx, 0, size - 1), "promise_in_bounds"
+    elif mode == "wrap":
+        idx, scatter_mode = remainder(idx, size), "promise_in_bounds"
+    from minixla.numpy.index_tricks import unravel_index
+    return _IndexUpdateHelper(arr)[unravel_index(idx, shape)].set(vals, mode=scatter_mode)

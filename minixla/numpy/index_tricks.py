@@ -25,7 +25,7 @@ from minixla.numpy.elementwise import clip, divmod, greater, less, remainder, wh
 from minixla.numpy.matrices import meshgrid
 
 __all__ = ["unravel_index", "ravel_multi_index", "ix_", "mgrid", "ogrid", "r_", "c_", "s_",
-           "index_exp"]
+           "index_exp", "mask_indices"]
 
 s_ = np.s_
 index_exp = np.index_exp
@@ -252,3 +252,12 @@ class CClass(_AxisConcat):
 
 
 r_, c_ = RClass(), CClass()
+
+
+def mask_indices(n, mask_func, k=0, *, size=None):
+    """The ``(rows, cols)`` indices (int32) of the nonzero entries of ``mask_func(ones((n, n)),
+    k)`` (``jnp.mask_indices``; ``mask_func`` is e.g. ``minixla.numpy.triu``), row-major;
+    ``size`` fixes their number (padded with 0, truncated), as ``nonzero`` -- needed under ``jit``."""
+    from minixla.numpy.creation import ones
+    from minixla.numpy.setops import nonzero
+    return nonzero(mask_func(ones((operator.index(n), operator.index(n))), k), size=size)

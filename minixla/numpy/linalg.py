@@ -607,6 +607,8 @@ def lstsq(a, b, rcond=None, *, numpy_resid=False):
     return x, resid, rank, s
 
 
+from minixla.numpy.linalg_tensor import *  # noqa: E402,F401,F403 (multi_dot, cond, tensorinv, tensorsolve)
+
 # Every public function is an API boundary: an error escaping it names the function, the
 # shapes it was given and the user's line (``errors.api_boundary``). Keep this at the end.
 errors.wrap_public_functions(globals())

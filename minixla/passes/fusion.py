@@ -136,7 +136,7 @@ _CONTRACTIONS = {"dot", "convolution"}
 NOT_KERNELS = {"parameter", "constant", "tuple", "reshape", "get-tuple-element"}
 #: instructions that never root a fusion: no kernel, a loop/branch running other computations,
 #: or an SPMD collective / ``partition-id`` (a plan step of its own: ``backends/spmd/steps.py``)
-_NO_FUSION_ROOT = NOT_KERNELS | {"while", "conditional", "partition-id"} | COLLECTIVE_OPCODES
+_NO_FUSION_ROOT = NOT_KERNELS | {"while", "conditional", "partition-id", "opt-barrier"} | COLLECTIVE_OPCODES
 
 
 def _is_elementwise(instr) -> bool:

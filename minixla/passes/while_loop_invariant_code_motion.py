@@ -18,7 +18,7 @@ from minixla.hlo.ir import HloInstruction, Shape
 from minixla.passes.pipeline import HloPass
 from minixla.passes.while_loop_analysis import init_elements
 
-_NOT_HOISTED = {"parameter", "constant", "get-tuple-element", "tuple", "while", "conditional"}
+_NOT_HOISTED = {"parameter", "constant", "get-tuple-element", "tuple", "while", "conditional", "opt-barrier"}
 _CHEAP = {"broadcast", "iota", "reshape"}
 
 

@@ -71,6 +71,11 @@ class SpmdExecutable:
         if optimize:
             from minixla.jit import optimization_pipeline  # (jit.py wires the passes)
             optimization_pipeline().run(module)
+        from minixla.passes.optimization_barrier_expander import OptimizationBarrierExpander
+        if any(i.opcode == "opt-barrier" for c in module.computations for i in c.instructions):
+            module = module.clone() if not (optimize or expand) else module
+            assignment = None
+            OptimizationBarrierExpander().run(module)
         self.module = module
         self.num_partitions = n = int(num_partitions)
         self.timeout_s = float(timeout_s)
