@@ -15,7 +15,7 @@ operations that implement them are in ``scalar_ops.py``.
 from __future__ import annotations
 
 import contextlib
-
+import functools
 import math
 
 import numpy as np
@@ -500,17 +500,24 @@ def _reduce_rule(em, instr, index):
     init_value = em.emit(init, _scalar_index(b))
     in_dims = operand.shape.dims
 
-    def step(acc, ivs):
+    def step(acc, ivs, reassoc=True):
         multi = [None] * len(in_dims)
         for d, v in zip(kept, index.multi):
             multi[d] = v
         for d, v in zip(reduced, ivs):
             multi[d] = v
-        return emit_reducer(b, comp, acc, em.emit(operand, Index(b, in_dims, multi=multi)))
+        return emit_reducer(b, comp, acc, em.emit(operand, Index(b, in_dims, multi=multi)), reassoc=reassoc)
 
     with em.nested_region():  # summed in blocks, combined pairwise (``reductions.py``)
         return R.accumulate(b, T.reg_type(dtype), init_value, [in_dims[d] for d in reduced], step,
-                            lambda x, y: emit_reducer(b, comp, x, y), R.block_identity(comp, dtype), "r")
+                            lambda x, y: emit_reducer(b, comp, x, y), R.block_identity(comp, dtype), "r",
+                            redo_nan=ordered_step(step, comp, dtype))
+
+
+def ordered_step(step, comp, dtype):
+    """``step`` without reassociation, for ``reductions.accumulate``'s ``redo_nan`` (a float
+    max/min: its NaN result in XLA's order), else None."""
+    return functools.partial(step, reassoc=False) if R.orders_nans(comp, dtype) else None
 
 
 def multiply_accumulate(b: ir.IRBuilder, dtype, acc, x, y, fastmath=()):

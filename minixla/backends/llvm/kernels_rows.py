@@ -113,18 +113,19 @@ def emit_rows(kb, root, split, reduces, classes):
             hoist_row_values(operand)
             comp = red.called[0]
 
-            def step(acc, ivs, red=red, comp=comp, dtype=dtype):
+            def step(acc, ivs, red=red, comp=comp, dtype=dtype, reassoc=True):
                 index = element_index(ivs[0])
                 em = kb.emitter(values)
                 x = em.emit(operand, index)
                 if red is reduces[-1] and kept is not None:
                     T.store_element(b, em.emit(kept, index), kb.out, out_dtype, index.linear)
-                return T.round_narrow(b, E.emit_reducer(b, comp, acc, x), dtype)
+                return T.round_narrow(b, E.emit_reducer(b, comp, acc, x, reassoc=reassoc), dtype)
 
             values[red] = R.accumulate(
                 b, T.reg_type(dtype), kb.emitter(values).emit(init, Index(b, (), multi=[])), [cols], step,
                 lambda x, y, comp=comp, dtype=dtype: T.round_narrow(b, E.emit_reducer(b, comp, x, y), dtype),
-                R.block_identity(comp, dtype), "c", interleave=_interleave(operand, values, kb.buffers))
+                R.block_identity(comp, dtype), "c", interleave=_interleave(operand, values, kb.buffers),
+                redo_nan=E.ordered_step(step, comp, dtype))
         hoist_row_values(root)
         buffers = dict(kb.buffers) if kept is None else {**kb.buffers, kept: kb.out}
         with for_loop(b, 0, cols, "c", interleave=_interleave(root, values, buffers)) as c:
