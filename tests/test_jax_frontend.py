@@ -278,6 +278,7 @@ def test_control_flow_imports_as_minixla_control_flow():
 @pytest.mark.parametrize("prim, fn", [
     ("approx_top_k", lambda x: lax.approx_max_k(x, 2)[0]),
     ("rng_uniform", lambda x: x + lax.rng_uniform(0.0, 1.0, x.shape)),
+    ("fft", lambda x: jnp.fft.fft(x).real),  # (inside jnp.fft's jit: the error named 'jit')
 ])  # (lgamma, random_gamma and rng_bit_generator import since issue 14: test_special.py, test_rng_bit_generator.py;
 #     eq_to/le_to/lt_to: tests/test_pow_total_order_keys.py)
 def test_unsupported_primitive_names_it_and_the_line(prim, fn):
