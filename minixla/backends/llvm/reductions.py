@@ -23,7 +23,7 @@ on how the executable splits the kernel's units over threads (a unit never split
 so results stay bit-identical for every ``MINIXLA_NUM_THREADS``.
 
 Only float ``add`` needs it. ``max``/``min``/``and``/``or`` and integer reductions are exact
-in any order. A product's relative error is, to first order, the sum of the relative errors of
+in any order (but for which NaN a float max/min returns: ``ordered_nan``). A product's relative error is, to first order, the sum of the relative errors of
 its roundings *whatever the order*, so blocks do not make it smaller; worse, block partials
 start at 1.0 and stay near it, where each rounding drops the small second-order term
 ``a*b`` of ``(1+a)(1+b)`` with the same sign: the product of 2**24 factors ``exp(1e-4 z)`` is

@@ -9,10 +9,11 @@ as ``(outer, n, inner)`` around the axis::
     out[o, first, j] = reducer(init, x[o, first, j])
     out[o, i, j]     = reducer(out[o, i -/+ 1, j], x[o, i, j])     # i in scan order
 
-A prefix output is the same sequence of reducer applications as its window computed in
-order, ``((init . x0) . x1) . ...``, so the values are bit-identical to the elemental rule,
-except that a float16/bfloat16 partial result is rounded at each step, as in JAX eager (the
-elemental rule kept it in f32). A suffix is accumulated from the end (see
+That is the window's own order, ``((init . x0) . x1) . ...``, for an axis of at most 16; a
+longer prefix (a simple reducer: add, multiply, max, min, ...) is computed in XLA:CPU's blocked
+order instead (``_emit_blocked_scan``), so float sums and products round, and a max/min picks
+its NaN, as ``jax.jit``'s do. A float16/bfloat16 partial result is rounded at each step, as in
+JAX eager (the elemental rule kept it in f32). A suffix is accumulated from the end (see
 ``scan_keeps_window_order`` for when that changes float bits). The inner loop runs over the
 contiguous ``j`` (the previous row is in L1, the loop vectorizes); for a minor axis
 (``inner == 1``) the running value stays in a register. Units (what the executable splits
