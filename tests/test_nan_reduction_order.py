@@ -86,3 +86,18 @@ def test_long_prefix_scans_round_as_xla(dtype):
     got = minixla.jit(prog(mlax), backend="llvm")(x, y)
     for g, w in zip(got, want):
         np.testing.assert_array_equal(_bits(g), _bits(w))
+
+
+@pytest.mark.parametrize("backend", ["llvm", "jax"])
+def test_one_element_windows_of_bfloat16_add_the_init(backend):
+    # XLA drops a reduce-window of one-element windows (a f32 cumsum([-0.0]) is -0.0) but not in
+    # bfloat16, which it computes in f32 around the window: there it is 0.0 + -0.0 = +0.0
+    x = -np.zeros((1, 3), jnp.bfloat16)
+    for dt in (jnp.bfloat16, np.float32):
+        def prog(lax):
+            return lambda a: [lax.cumsum(a, axis=0),
+                              lax.reduce_window(a, np.array(0, dt), lax.add, (1, 1), (1, 1), "VALID")]
+        want = jax.jit(prog(jax.lax))(x.astype(dt))
+        got = minixla.jit(prog(mlax), backend=backend)(x.astype(dt))
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(_bits(g), _bits(w))
