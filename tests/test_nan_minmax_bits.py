@@ -2,10 +2,10 @@
 
 XLA:CPU returns a NaN first operand as it is; a NaN second operand keeps its payload with its
 sign bit and-ed (max) or or-ed (min) with the first operand's; a bf16 NaN result is the quiet
-NaN of its sign (narrowed from f32, payload dropped, as every bf16 op). Not covered: max/min
-reductions (XLA:CPU's vectorized ones do not even propagate NaN in long rows, see
-test_llvm_backend.test_vectorized_reductions_propagate_nan) and XLA:CPU's f16 vector lanes,
-which give the canonical +NaN 0x7e00 whatever the operands."""
+NaN of its sign (narrowed from f32, payload dropped, as every bf16 op). Not covered here: max/min
+reductions and scans (tests/test_nan_reduction_order.py; XLA:CPU's vectorized ones do not even
+propagate NaN in long rows, see test_llvm_backend.test_vectorized_reductions_propagate_nan) and
+XLA:CPU's f16 vector lanes, which give the canonical +NaN 0x7e00 whatever the operands."""
 import jax
 import jax.numpy as jnp
 import numpy as np

@@ -203,6 +203,28 @@ def eval_jax_jaxpr(jaxpr, consts, args, _outer=None):
 _local = threading.local()
 
 
+def _first_unsupported(eqn):
+    """The name of the first primitive of ``UNSUPPORTED`` (without an import rule) in the
+    sub-jaxprs of ``eqn`` (a ``jit``'s, a ``cond``'s branches, ...), recursively, or None:
+    ``jnp.fft.fft`` is a ``jit`` whose jaxpr converts to complex64 and calls ``fft``."""
+    todo = list(eqn.params.values())
+    while todo:
+        p = todo.pop(0)
+        if isinstance(p, (tuple, list)):
+            todo[:0] = list(p)
+            continue
+        jaxpr = getattr(p, "jaxpr", p)
+        if not isinstance(jaxpr, jcore.Jaxpr):
+            continue
+        for e in jaxpr.eqns:
+            if e.primitive.name in UNSUPPORTED and e.primitive.name not in import_rules:
+                return e.primitive.name
+            found = _first_unsupported(e)
+            if found is not None:
+                return found
+    return None
+
+
 def _divides_by_a_broadcast(eqn) -> bool:
     """A float ``div`` whose divisor JAX broadcasts (a scalar, a row or a column of a larger
     result): XLA's algebraic simplifier rewrites it into ``x * broadcast(1 / y)``, in
@@ -293,6 +315,11 @@ def _eval(jaxpr, consts, args, env, outer, stack):
         except ImportRuleError:
             raise
         except errors.MinixlaError as e:
+            inner = _first_unsupported(eqn)  # (a call's jaxpr: name what it holds, not 'jit')
+            if inner is not None:
+                raise UnsupportedJaxPrimitiveError(
+                    f"jax primitive '{inner}' cannot be imported by minixla's JAX front end: "
+                    f"{UNSUPPORTED[inner]}\n  at: {_user_line(eqn, outer)}") from None
             raise type(e)(f"importing jax primitive '{name}': {e.args[0]}\n  at: {_user_line(eqn, outer)}") from None
         outs = out if eqn.primitive.multiple_results else [out]
         if len(outs) != len(eqn.outvars):

@@ -515,6 +515,13 @@ lowering_rules[lax.argmax_p] = _argminmax("maximum")
 lowering_rules[lax.argmin_p] = _argminmax("minimum")
 
 
+def _keeps_trivial_window(dtype) -> bool:
+    """Whether XLA:CPU keeps a reduce-window of one-element windows: for bfloat16, which it
+    computes in f32 (a convert around the window, added before its simplifier runs), so the
+    window is ``init . x`` -- a bf16 ``cumsum([-0.0])`` is +0.0 in JAX, the f16/f32 one -0.0."""
+    return np.dtype(dtype).name == "bfloat16"
+
+
 def _cumulative(opcode):
     def rule(ctx, operands, in_avals, out_aval, *, axis, reverse):
         # A reduce-window whose window spans the whole axis, padded so that output i sees
@@ -526,7 +533,7 @@ def _cumulative(opcode):
         pad = tuple(((0, n - 1) if reverse else (n - 1, 0)) if d == axis else (0, 0)
                     for d in range(len(dims)))
         ones = (1,) * len(dims)
-        if n <= 1:
+        if n == 0 or (n == 1 and not _keeps_trivial_window(x.shape.dtype)):
             # Nothing to accumulate: x itself (XLA also drops a size-1 reduce-window, so JAX
             # eager returns x unchanged: cumsum(-0.0) is -0.0, not 0.0 + -0.0).
             return x
@@ -645,7 +652,7 @@ def _window_reduction(name):
         x, = operands
         trivial = (all(w == 1 for w in window_dimensions) and all(s == 1 for s in window_strides)
                    and all(tuple(p) == (0, 0) for p in padding) and all(b == 1 for b in base_dilation))
-        if trivial:
+        if trivial and not _keeps_trivial_window(x.shape.dtype):
             # Each window is one element: x itself (as XLA's simplifier drops a trivial
             # reduce-window, so JAX eager gives x: a sum keeps -0.0, not 0.0 + -0.0)
             return x

@@ -15,7 +15,7 @@ operations that implement them are in ``scalar_ops.py``.
 from __future__ import annotations
 
 import contextlib
-
+import functools
 import math
 
 import numpy as np
@@ -23,7 +23,7 @@ from llvmlite import ir
 
 from minixla.backends.llvm import ir_types as T
 from minixla.backends.llvm import reductions as R
-from minixla.backends.llvm.loops import Index, for_loop, if_then, loop_nest
+from minixla.backends.llvm.loops import Index, for_loop, if_then, linearize, loop_nest
 from minixla.backends.llvm.scalar_ops import EXACT_OPCODES, _zero, binary_op, compare, convert, unary_op  # noqa: F401 (E.binary_op)
 from minixla.core.errors import UnsupportedError
 from minixla.hlo.lowering import parse_dim_labels
@@ -500,17 +500,24 @@ def _reduce_rule(em, instr, index):
     init_value = em.emit(init, _scalar_index(b))
     in_dims = operand.shape.dims
 
-    def step(acc, ivs):
+    def step(acc, ivs, reassoc=True):
         multi = [None] * len(in_dims)
         for d, v in zip(kept, index.multi):
             multi[d] = v
         for d, v in zip(reduced, ivs):
             multi[d] = v
-        return emit_reducer(b, comp, acc, em.emit(operand, Index(b, in_dims, multi=multi)))
+        return emit_reducer(b, comp, acc, em.emit(operand, Index(b, in_dims, multi=multi)), reassoc=reassoc)
 
     with em.nested_region():  # summed in blocks, combined pairwise (``reductions.py``)
         return R.accumulate(b, T.reg_type(dtype), init_value, [in_dims[d] for d in reduced], step,
-                            lambda x, y: emit_reducer(b, comp, x, y), R.block_identity(comp, dtype), "r")
+                            lambda x, y: emit_reducer(b, comp, x, y), R.block_identity(comp, dtype), "r",
+                            redo_nan=ordered_step(step, comp, dtype))
+
+
+def ordered_step(step, comp, dtype):
+    """``step`` without reassociation, for ``reductions.accumulate``'s ``redo_nan`` (a float
+    max/min: its NaN result in XLA's order), else None."""
+    return functools.partial(step, reassoc=False) if R.orders_nans(comp, dtype) else None
 
 
 def multiply_accumulate(b: ir.IRBuilder, dtype, acc, x, y, fastmath=()):
@@ -561,10 +568,41 @@ def _dot_rule(em, instr, index):
         return multiply_accumulate(b, dtype, acc, x, y, fastmath=("reassoc",))
 
     flt = T.is_float(dtype)
+    init = _zero(dtype)
+    nsizes = list(instr.shape.dims[len(lb) + len(lf):])
+    N = math.prod(nsizes)
+    if gemv_tail_starts_at_minus_zero(instr, math.prod(instr.shape.dims[len(lb):len(lb) + len(lf)]), N):
+        # (XLA's scalar epilogue columns start from -0.0: ``gemv_tail_starts_at_minus_zero``)
+        n = linearize(b, rv, nsizes) if rv else T.i64(0)
+        init = b.select(b.icmp_unsigned(">=", n, T.i64(N - N % gemv_tile(dtype))),
+                        ir.Constant(T.reg_type(dtype), -0.0), init)
     with em.nested_region():  # a long contraction in blocks, combined pairwise (``reductions.py``)
-        return R.accumulate(b, T.reg_type(dtype), _zero(dtype), [lhs.shape.dims[d] for d in lc], step,
+        return R.accumulate(b, T.reg_type(dtype), init, [lhs.shape.dims[d] for d in lc], step,
                             (lambda p, q: binary_op(b, "add", dtype, p, q, fastmath=("reassoc",))) if flt else None,
                             ir.Constant(T.reg_type(dtype), -0.0) if flt else None, "k")
+
+
+#: XLA:CPU's vector-times-matrix emitter computes its columns in tiles of 32 bytes of its
+#: arithmetic (8 f32 -- f16/bf16 are computed in f32 -- or 4 f64); the last ``N % tile`` columns
+#: go through a scalar epilogue whose sum starts from its first product
+GEMV_TILE_BYTES = 32
+
+
+def gemv_tile(dtype) -> int:
+    return GEMV_TILE_BYTES // (8 if np.dtype(dtype).itemsize == 8 else 4)
+
+
+def gemv_tail_starts_at_minus_zero(dot, M, N) -> bool:
+    """Whether ``dot`` is what XLA:CPU emits as a (column-major) matrix-vector product with a
+    scalar epilogue: one lhs row (``M == 1``, batched or not) times a rhs whose free dims are its
+    minor ones (``x @ W``), a float dtype, more than one column and a partial last tile. There a sum of only -0.0 products is -0.0 in the epilogue's
+    columns and +0.0 in the tiled ones (the tiles start from +0.0, as the GEMM does)."""
+    lhs, rhs = dot.operands
+    lb, lc, lf, rb, rc, rf = dot_parts(dot)
+    rank = rhs.shape.rank
+    return (M == 1 and N > 1 and N % gemv_tile(dot.shape.dtype) != 0
+            and T.is_float(np.dtype(dot.shape.dtype))
+            and tuple(rf) == tuple(range(rank - len(rf), rank)) and max(rc) < min(rf))
 
 
 def conv_parts(instr):

@@ -336,9 +336,9 @@ def emit_reduce(kb: _KernelBuilder, reduce):
         def combine(x, y):
             return T.round_narrow(b, E.emit_reducer(b, comp, x, y), dtype)
 
-        def element(acc, multi=None, linear=None):
+        def element(acc, multi=None, linear=None, reassoc=True):
             x = kb.emitter().emit(operand, Index(b, in_dims, multi=multi, linear=linear))
-            return T.round_narrow(b, E.emit_reducer(b, comp, acc, x), dtype)
+            return T.round_narrow(b, E.emit_reducer(b, comp, acc, x, reassoc=reassoc), dtype)
 
         # The minor run: the minor dims all reduced, or all kept (dims of size 1 go with either).
         nonunit = [d for d in range(lead, len(in_dims)) if in_dims[d] != 1]
@@ -360,11 +360,12 @@ def emit_reduce(kb: _KernelBuilder, reduce):
             with loop_nest(b, [in_dims[d] for d in outer_kept]) as kivs:
                 o = out_index(kivs)
 
-                def step(acc, ivs, kivs=kivs):
+                def step(acc, ivs, kivs=kivs, reassoc=True):
                     pos = dict(zip(range(lead), head)) | dict(zip(outer_kept, kivs)) | dict(zip(dims, ivs))
-                    return element(acc, multi=[pos[d] for d in range(len(in_dims))])
+                    return element(acc, multi=[pos[d] for d in range(len(in_dims))], reassoc=reassoc)
                 total = R.accumulate(b, T.reg_type(dtype), T.load_element(b, kb.out, dtype, o),
-                                     [in_dims[d] for d in dims], step, combine, identity, "r")
+                                     [in_dims[d] for d in dims], step, combine, identity, "r",
+                                     redo_nan=E.ordered_step(step, comp, dtype))
                 T.store_element(b, total, kb.out, dtype, o)
             return
         rows = math.prod(in_dims[d] for d in outer_reduced)
@@ -387,13 +388,15 @@ def emit_reduce(kb: _KernelBuilder, reduce):
                                      step, combine, identity, finish)
             return
         # A short column reduction (or an exact reducer): ``out[kept]`` is a row of
-        # accumulators, each element of an input row added to its own, vectorized along the row.
+        # accumulators, each element of an input row added to its own, vectorized along the row
+        # (each in order: a float max/min with XLA's NaN rule, ``reductions.orders_nans``).
+        ordered = R.orders_nans(comp, dtype)
         with loop_nest(b, in_dims[lead:]) as ivs:
             multi = head + ivs
             x = kb.emitter().emit(operand, Index(b, in_dims, multi=multi))
             o = linearize(b, [multi[d] for d in kept], out_dims)
             acc = T.load_element(b, kb.out, dtype, o)
-            T.store_element(b, E.emit_reducer(b, reduce.called[0], acc, x), kb.out, dtype, o)
+            T.store_element(b, E.emit_reducer(b, comp, acc, x, reassoc=not ordered), kb.out, dtype, o)
 
 
 #: a dot with a fused tail whose operands are kernel arguments calls the library routine with

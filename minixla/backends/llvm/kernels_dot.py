@@ -169,9 +169,46 @@ def gemm_for_dot(kb, dot, root):
     def multi_of(b, bb, m, n):
         return delinearize(b, bb, bsizes) + delinearize(b, m, msizes) + delinearize(b, n, nsizes)
 
-    return G.Gemm(dtype, batch, M, N, 1, K, a_row, a_stride, b_elem, _tail_fn(kb, root, dot, multi_of),
+    tail = _tail_fn(kb, root, dot, multi_of)
+    if E.gemv_tail_starts_at_minus_zero(dot, M, N):
+        tail = _minus_zero_tail(kb, dot, dtype, N, tail, (bsizes, msizes, nsizes))
+    return G.Gemm(dtype, batch, M, N, 1, K, a_row, a_stride, b_elem, tail,
                   kb.threads, a_row_stride=_merged_stride(lhs, lf),
                   tail_streams=_tail_streams(kb, root, dot), b_panels=_b_panels(kb, dot))
+
+
+def _minus_zero_tail(kb, dot, dtype, N, tail, sizes):
+    """``tail`` (or the identity) after XLA's epilogue sign: in the columns past the last full
+    tile (``gemv_tile``), a +-0.0 result whose products are all -0.0 is -0.0 (a sum that starts from
+    its first product, not from +0.0). The products are recomputed only for such a zero."""
+    lhs, rhs = dot.operands
+    lb, lc, lf, rb, rc, rf = E.dot_parts(dot)
+    bsizes, msizes, nsizes = sizes
+    csizes = [lhs.shape.dims[d] for d in lc]
+    first = T.i64(N - N % E.gemv_tile(dtype))
+    neg_zero = ir.Constant(T.reg_type(dtype), -0.0)
+
+    def bits(b, v):
+        return b.bitcast(v, ir.IntType(64 if v.type == ir.DoubleType() else 32))
+
+    def fixed(b, bb, m, n, acc):
+        slot = kb.alloca(acc.type, "gemv.acc")
+        b.store(acc, slot)
+        zero = b.fcmp_ordered("==", acc, ir.Constant(acc.type, 0.0))
+        with if_then(b, b.and_(b.icmp_unsigned(">=", n, first), zero), "gemv.epilogue"):
+            flag = kb.alloca(T.I1, "gemv.negzero")
+            b.store(ir.Constant(T.I1, 1), flag)
+            bv, mv, nv = delinearize(b, bb, bsizes), delinearize(b, m, msizes), delinearize(b, n, nsizes)
+            with loop_nest(b, csizes, "gemv.k") as ks:
+                x = E.load_converted(kb.emitter(), lhs, E.dot_operand_index(b, lhs, lb, bv, lc, ks, lf, mv), dtype)
+                y = E.load_converted(kb.emitter(), rhs, E.dot_operand_index(b, rhs, rb, bv, rc, ks, rf, nv), dtype)
+                p = b.fmul(x, y)
+                is_neg_zero = b.icmp_unsigned("==", bits(b, p), bits(b, neg_zero))
+                b.store(b.and_(b.load(flag), is_neg_zero), flag)
+            b.store(b.select(b.load(flag), neg_zero, acc), slot)
+        value = b.load(slot)
+        return value if tail is None else tail(b, bb, m, n, value)
+    return fixed
 
 
 def _b_panels(kb, dot):
@@ -226,7 +263,7 @@ def emit_library_dot(kb: _kernels._KernelBuilder, g: G.Gemm, params, dot, root=N
     kb.kernel.cost_ns = g.flops * _kernels._NS_PER_FLOP
     lhs, rhs = dot.operands
     tail = ctx = None
-    if root is not None and root is not dot:
+    if (root is not None and root is not dot) or g.tail is not None:
         tail = _emit_tail_function(kb, g, root, dot)
         # the tail reads the kernel's own arguments: passed through the routine as one array
         args = kb.fn.args[:-2]
@@ -414,6 +451,13 @@ def emit_dot(kb: _kernels._KernelBuilder, dot, root):
     nb, nl = len(lb), len(lf)
     row_dims = dims[nb + nl:]
     zero = T.constant(dtype, 0)
+    N = math.prod(row_dims)
+    if E.gemv_tail_starts_at_minus_zero(dot, math.prod(dims[nb:nb + nl]), N):
+        # (XLA's scalar epilogue columns start from -0.0: ``elemental.gemv_tail_starts_at_minus_zero``)
+        first = T.i64(N - N % E.gemv_tile(dtype))
+        zero = lambda j: b.select(b.icmp_unsigned(">=", j, first), T.constant(dtype, -0.0), T.constant(dtype, 0))  # noqa: E731,E501
+    else:
+        zero = (lambda z: lambda j: z)(zero)
     with kb.units(dims[:nb + nl], "m") as outer:
         bv, lv = outer[:nb], outer[nb:]
         row_start = linearize(b, outer + [T.i64(0)] * len(row_dims), dims)
@@ -424,7 +468,7 @@ def emit_dot(kb: _kernels._KernelBuilder, dot, root):
                 yield outer + ns
 
         with for_loop(b, 0, math.prod(row_dims), "z") as j:
-            T.store_element(b, zero, kb.out, dtype, b.add(row_start, j))
+            T.store_element(b, zero(j), kb.out, dtype, b.add(row_start, j))
         with loop_nest(b, [lhs.shape.dims[d] for d in lc], "k") as ks:
             x = E.load_converted(kb.emitter(), lhs, E.dot_operand_index(b, lhs, lb, bv, lc, ks, lf, lv), dtype)
             with loop_nest(b, row_dims, "n") as ns:

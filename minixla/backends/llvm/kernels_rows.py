@@ -148,26 +148,32 @@ def emit_rows(kb, root, split, reduces, classes):
             if merged:
                 b.store(kb.emitter().emit(reduces[0].operands[1], Index(b, (), multi=[])), next_acc)
 
-            def step(acc, ivs, red=red, comp=comp, dtype=dtype, merged=merged):
+            def step(acc, ivs, red=red, comp=comp, dtype=dtype, merged=merged, reassoc=True):
                 index = element_index(ivs[0])
                 em = kb.emitter(values)
                 x = em.emit(operand, index)
                 if red is reduces[-1] and kept is not None:
                     T.store_element(b, em.emit(kept, index), kb.out, out_dtype, index.linear)
-                if merged:
+                if merged and reassoc:  # (not again in the ordered NaN redo: the vector pass read ahead)
                     read_ahead(ivs[0])
-                return T.round_narrow(b, E.emit_reducer(b, comp, acc, x), dtype)
+                return T.round_narrow(b, E.emit_reducer(b, comp, acc, x, reassoc=reassoc), dtype)
 
             def accumulate(step=step, operand=operand, init=init, comp=comp, dtype=dtype):
                 return R.accumulate(
                     b, T.reg_type(dtype), kb.emitter(values).emit(init, Index(b, (), multi=[])), [cols], step,
                     lambda x, y, comp=comp, dtype=dtype: T.round_narrow(b, E.emit_reducer(b, comp, x, y), dtype),
-                    R.block_identity(comp, dtype), "c", interleave=_interleave(operand, values, kb.buffers))
+                    R.block_identity(comp, dtype), "c", interleave=_interleave(operand, values, kb.buffers),
+                    redo_nan=E.ordered_step(step, comp, dtype))
 
             if ahead and k == 0:  # read by the previous row's last pass, except a chunk's first row
                 with if_then(b, b.icmp_signed("==", u, kb.lo), "row.cold"):
                     b.store(accumulate(), carried)
                 values[red] = b.load(carried)
+                ordered = E.ordered_step(step, comp, dtype)
+                if ordered is not None:  # a NaN row read ahead (reassociated): again in XLA's order
+                    values[red] = R.ordered_nan(b, T.reg_type(dtype), values[red], lambda: R.accumulate(
+                        b, T.reg_type(dtype), kb.emitter(values).emit(init, Index(b, (), multi=[])), [cols],
+                        ordered, name="c.ahead.nan"))
                 continue
             hoist_row_values(operand)
             values[red] = accumulate()

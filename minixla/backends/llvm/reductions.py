@@ -23,7 +23,7 @@ on how the executable splits the kernel's units over threads (a unit never split
 so results stay bit-identical for every ``MINIXLA_NUM_THREADS``.
 
 Only float ``add`` needs it. ``max``/``min``/``and``/``or`` and integer reductions are exact
-in any order. A product's relative error is, to first order, the sum of the relative errors of
+in any order (but for which NaN a float max/min returns: ``ordered_nan``). A product's relative error is, to first order, the sum of the relative errors of
 its roundings *whatever the order*, so blocks do not make it smaller; worse, block partials
 start at 1.0 and stay near it, where each rounding drops the small second-order term
 ``a*b`` of ``(1+a)(1+b)`` with the same sign: the product of 2**24 factors ``exp(1e-4 z)`` is
@@ -74,7 +74,7 @@ def entry_alloca(b: ir.IRBuilder, ty, name: str, count: int = 1):
 
 
 def accumulate(b: ir.IRBuilder, ty, init, dims, step, combine=None, identity=None,
-               name: str = "r", interleave: int | None = None):
+               name: str = "r", interleave: int | None = None, redo_nan=None):
     """``init`` reduced with every position of ``dims`` (row-major order, a loop nest).
 
     ``step(acc, ivs) -> acc`` accumulates the element at the loop indices ``ivs`` (one i64 per
@@ -82,8 +82,50 @@ def accumulate(b: ir.IRBuilder, ty, init, dims, step, combine=None, identity=Non
     results (``a`` holding the earlier elements) and ``identity`` is its identity constant.
     Without ``combine`` (or when the whole nest fits in one block), one running accumulator;
     with it, blocks combined pairwise (see the module docstring). ``interleave`` is the hint
-    of the innermost loop (``loops.for_loop``). Returns the result (a register value).
+    of the innermost loop (``loops.for_loop``). ``redo_nan(acc, ivs)``, for a float max/min
+    (``orders_nans``), is ``step`` in order: when the result is NaN, the nest is reduced again
+    with it (``ordered_nan``). Returns the result (a register value).
     """
+    result = _accumulate(b, ty, init, dims, step, combine, identity, name, interleave)
+    if redo_nan is None:
+        return result
+    return ordered_nan(b, ty, result, lambda: _accumulate(b, ty, init, dims, redo_nan, None, None,
+                                                          f"{name}.nan", None))
+
+
+def orders_nans(computation, dtype) -> bool:
+    """Whether a reduce's ``to_apply`` is a float ``maximum``/``minimum`` of its two parameters,
+    whose NaN result depends on the order (XLA:CPU's reduce is an ordered loop of its max/min:
+    the first NaN, its sign bit and-ed (max) or or-ed (min) with the sign of the partial result
+    before it -- ``scalar_ops._xla_nan_sign``). Every other result is the same in any order."""
+    if computation is None or not T.is_float(np.dtype(dtype)):
+        return False
+    root, params = computation.root, computation.parameters
+    return (root.opcode in ("maximum", "minimum") and len(params) == 2
+            and list(root.operands) == list(params))
+
+
+def ordered_nan(b: ir.IRBuilder, ty, result, ordered):
+    """``result`` of a vectorized (reassociated) max/min, or where it is NaN, ``ordered()``:
+    the same reduction emitted again in order with XLA's NaN rule. The NaN is rare, so the
+    vector loop keeps its speed and the second loop runs only for such rows. The ordered
+    loop is emitted inside the branch (its own blocks); returns the phi of the two."""
+    pre = b.block
+    slow = b.append_basic_block("nan.ordered")
+    done = b.append_basic_block("nan.done")
+    b.cbranch(b.fcmp_unordered("uno", result, result), slow, done)
+    b.position_at_end(slow)
+    again = ordered()
+    slow_end = b.block
+    b.branch(done)
+    b.position_at_end(done)
+    phi = b.phi(ty, name="nan.result")
+    phi.add_incoming(result, pre)
+    phi.add_incoming(again, slow_end)
+    return phi
+
+
+def _accumulate(b, ty, init, dims, step, combine, identity, name, interleave):
     dims = [int(d) for d in dims]
     n = math.prod(dims)
     acc = entry_alloca(b, ty, f"{name}.acc")
