@@ -291,7 +291,7 @@ def wald(key, mean, shape=None, dtype=None):
     z = _s.uniform(k2, shape, dtype)
     mean_sq = lax.mul(mean, mean)
     half = _c(0.5, dtype)
-    if not shape:  # (scalars: XLA moves normal's sqrt(2) out of the squares, as constants)
+    if math.prod(shape) == 1:  # (one element: XLA moves normal's sqrt(2) out of the squares, as constants)
         lo = _s._nextafter_const(-1., 0., dtype)
         e = lax.erf_inv(_s._uniform(_key_base("wald", k1)[0], lo, _c(1., dtype), shape, dtype))
         e2 = lax.mul(e, e)
