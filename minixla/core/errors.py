@@ -87,8 +87,14 @@ class JaxFunctionError(MinixlaError, TypeError):
 
 
 def _is_internal(code) -> bool:
-    return (os.path.abspath(code.co_filename).startswith(_INTERNAL_DIRS)
-            or code.co_filename.startswith("<frozen"))
+    return _is_internal_file(code.co_filename)
+
+
+@functools.lru_cache(maxsize=4096)
+def _is_internal_file(filename: str) -> bool:
+    # (cached: every traced equation walks the stack for its user frame; abspath on each frame
+    # was ~15% of tracing a large program such as an rbg gamma's loops)
+    return os.path.abspath(filename).startswith(_INTERNAL_DIRS) or filename.startswith("<frozen")
 
 
 def user_frame():

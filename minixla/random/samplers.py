@@ -20,6 +20,7 @@ from minixla import lax
 from minixla import numpy as mnp
 from minixla.core import errors
 from minixla.core.avals import canonicalize_dtype, canonicalize_shape, get_aval
+from minixla.core.tracing import Tracer
 from minixla.random import threefry
 from minixla.random.keys import _key_base, _rewrap  # noqa: F401
 
@@ -71,11 +72,24 @@ def uniform(key, shape=(), dtype=None, minval=0., maxval=1.):
     """Uniform floats in ``[minval, maxval)`` (``jax.random.uniform``); ``minval``/``maxval``
     broadcast to ``shape``. Raises ``ValueError`` for a non-float dtype."""
     base, _ = _key_base("uniform", key)
-    return _uniform(base, minval, maxval, canonicalize_shape(shape), _float_dtype("uniform", dtype))
+    # (jax.random.uniform's bounds are arguments of its jitted _uniform: XLA folds nothing)
+    return _uniform(base, minval, maxval, canonicalize_shape(shape), _float_dtype("uniform", dtype),
+                    literal_bounds=False)
 
 
-def _uniform(key, minval, maxval, shape, dtype):
+def _literal(x):
+    """``x`` as a NumPy scalar if it is a concrete scalar (a literal of JAX's sampler), else None."""
+    if isinstance(x, Tracer) or np.ndim(x):
+        return None
+    return np.asarray(x)
+
+
+def _uniform(key, minval, maxval, shape, dtype, literal_bounds=True):
+    """JAX's ``_uniform``. ``literal_bounds``: ``minval``/``maxval`` are literals of the jitted
+    JAX sampler that calls it (not the arguments of ``jax.random.uniform``'s own jit), so XLA
+    sees them as constants and simplifies with them (``_span_one_fold``)."""
     _check_shape("uniform", shape)
+    lo_lit, hi_lit = (_literal(minval), _literal(maxval)) if literal_bounds else (None, None)
     minval = _to_rank(lax.convert_element_type(minval, dtype), len(shape))
     maxval = _to_rank(lax.convert_element_type(maxval, dtype), len(shape))
     finfo = _jnp.finfo(dtype)
@@ -87,12 +101,32 @@ def _uniform(key, minval, maxval, shape, dtype):
         b = lax.convert_element_type(b, uint)
     float_bits = lax.bitwise_or(lax.shift_right_logical(b, np.asarray(rng_bits - nmant, uint)),
                                 np.asarray(1.0, dtype).view(uint))
-    floats = lax.sub(lax.bitcast_convert_type(float_bits, dtype), np.asarray(1.0, dtype))
+    floats = lax.bitcast_convert_type(float_bits, dtype)
+    folded = _span_one_fold(lo_lit, hi_lit, dtype)
+    if folded is not None:
+        return mnp.maximum(minval, lax.reshape(lax.add(floats, folded), shape))
+    floats = lax.sub(floats, np.asarray(1.0, dtype))
     span = mnp.subtract(maxval, minval)
     # (XLA:CPU contracts JAX's ``floats * span + minval``; for float16/bfloat16 only on a host
     # with native f16 arithmetic, which ``lax.fma`` follows: ``lax.special.xla_contracts``)
     out = lax.fma(floats, _bcast(span, shape), _bcast(minval, shape))
     return mnp.maximum(minval, lax.reshape(out, shape))
+
+
+def _span_one_fold(lo, hi, dtype):
+    """What XLA's algebraic simplifier makes of ``(bits - 1) * span + minval`` for constant
+    bounds with ``span == 1`` (``gumbel``'s and ``logistic``'s ``[tiny, 1)``, as ``1 - tiny``
+    rounds to 1): ``x * 1 -> x``, then ``(x + C1) + C2 -> x + (C1 + C2)``, so ``bits + (minval -
+    1)`` rounded once -- in float16 ``tiny`` is kept in ``bits - 1 + tiny`` below 0.125, lost in
+    ``bits + (-1 + tiny) = bits - 1``. The folded constant ``minval - 1`` (a NumPy scalar of
+    ``dtype``), or None where XLA does not fold: bounds that are not literals, another span,
+    and bfloat16 (XLA:CPU's bf16 normalization puts converts between the two adds)."""
+    if lo is None or hi is None or np.dtype(dtype).name == "bfloat16":
+        return None
+    lo, hi = np.asarray(lo, dtype), np.asarray(hi, dtype)
+    if np.asarray(hi - lo, dtype) != 1:
+        return None
+    return np.asarray(np.asarray(-1, dtype) + lo, dtype)
 
 
 def normal(key, shape=(), dtype=None):
@@ -131,7 +165,7 @@ def truncated_normal(key, lower, upper, shape=None, dtype=None):
     inv_sqrt2 = np.asarray(np.asarray(1, dtype) / sqrt2, dtype)
     a = lax.erf(lax.mul(lower, inv_sqrt2))
     b = lax.erf(lax.mul(upper, inv_sqrt2))
-    u = _uniform(base, a, b, shape, dtype)
+    u = _uniform(base, a, b, shape, dtype, literal_bounds=False)  # (JAX's are its jit's arguments)
     out = lax.mul(sqrt2, lax.erf_inv(u))
     return mnp.clip(out, lax.nextafter(lax.stop_gradient(lower), np.asarray(np.inf, dtype)),
                     lax.nextafter(lax.stop_gradient(upper), np.asarray(-np.inf, dtype)))

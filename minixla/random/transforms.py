@@ -23,12 +23,15 @@ JAX's in distribution).
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from minixla import lax
 from minixla import numpy as mnp
 from minixla.core import errors
 from minixla.core.avals import ShapedArray, canonicalize_dtype, canonicalize_shape, get_aval, promote_types
+from minixla.random import rbg as _rbg
 from minixla.random import samplers as _s
 from minixla.random.keys import _key_base, _rewrap
 
@@ -189,6 +192,10 @@ def weibull_min(key, scale, concentration, shape=(), dtype=None):
     return _multiply(_power(lax.neg(lax.log1p(lax.neg(u))), inv_c, inv_aval), scale)
 
 
+#: the most normals (3 per maxwell value) that XLA:CPU fuses with maxwell's row sum
+_MAXWELL_FUSED_ELEMENTS = 4096
+
+
 def maxwell(key, shape=(), dtype=None):
     """One-sided Maxwell floats (``jax.random.maxwell``): the norm of 3 standard normals,
     ``sqrt(sum(n * n))`` over a trailing axis of 3 (``jnp.linalg.norm``: summed in float32
@@ -197,12 +204,24 @@ def maxwell(key, shape=(), dtype=None):
     dtype = _float_dtype("maxwell", dtype)
     shape = canonicalize_shape(shape)
     n = _s.normal(_rewrap(typed, base), (*shape, 3), dtype)
-    if dtype.itemsize < 4:
+    if dtype == np.float16:
         return lax.sqrt(_sum_last(lax.mul(n, n)))
-    # XLA:CPU fuses the squares into its row sum and contracts them into FMAs, in an order of its
-    # own: float32 (up to ~1,000 rows; larger arrays are reduced another way) x1^2 first
     x0, x1, x2 = (lax.reshape(lax.slice_in_dim(n, i, i + 1, axis=len(shape)), shape) for i in range(3))
-    if dtype.itemsize == 4:
+    if dtype.itemsize == 2:
+        # bfloat16 (XLA:CPU computes it in float32 and, allowing excess precision, keeps float32
+        # between the ops): the squares (exact in float32) summed in float32, rounded once to
+        # bfloat16 before the sqrt. (Past 4,096 normals XLA's separate row-sum fusion rounds
+        # otherwise: not reproduced, 1 ulp in ~10% of the values.)
+        y0, y1, y2 = (_as(x, np.float32) for x in (x0, x1, x2))
+        total = lax.add(lax.add(lax.mul(y0, y0), lax.mul(y1, y1)), lax.mul(y2, y2))
+        return lax.sqrt(_as(total, dtype))
+    # XLA:CPU fuses the squares into its row sum and contracts them into FMAs while the normals
+    # have at most 4,096 elements (1,365 rows): in order (x0^2 first), but float32 threefry
+    # draws x1^2 first (that fusion holds the threefry hash too). Past that the row sum is a
+    # fusion of its own, which adds the rounded squares as (x0^2 + x2^2) + x1^2.
+    if 3 * math.prod(shape) > _MAXWELL_FUSED_ELEMENTS:
+        return lax.sqrt(lax.add(lax.add(lax.mul(x0, x0), lax.mul(x2, x2)), lax.mul(x1, x1)))
+    if dtype.itemsize == 4 and (typed or _rbg.default_impl()).name == "threefry2x32":
         return lax.sqrt(lax.fma(x2, x2, lax.fma(x0, x0, lax.mul(x1, x1))))
     return lax.sqrt(lax.fma(x2, x2, lax.fma(x1, x1, lax.mul(x0, x0))))
 
@@ -272,7 +291,7 @@ def wald(key, mean, shape=None, dtype=None):
     z = _s.uniform(k2, shape, dtype)
     mean_sq = lax.mul(mean, mean)
     half = _c(0.5, dtype)
-    if not shape:  # (scalars: XLA moves normal's sqrt(2) out of the squares, as constants)
+    if math.prod(shape) == 1:  # (one element: XLA moves normal's sqrt(2) out of the squares, as constants)
         lo = _s._nextafter_const(-1., 0., dtype)
         e = lax.erf_inv(_s._uniform(_key_base("wald", k1)[0], lo, _c(1., dtype), shape, dtype))
         e2 = lax.mul(e, e)
