@@ -50,6 +50,11 @@ minixla_verify                                  False        run the HLO verifie
                                                              changed the module
 minixla_dump                                    None         directory to dump every stage to
 minixla_dump_pass_re                            None         regex of the passes after which HLO is dumped
+jax_debug_nans                                  False        JAX's name: a NaN output of a ``jit`` call reruns
+                                                             it op by op, ``FloatingPointError`` naming the
+                                                             primitive (env ``JAX_DEBUG_NANS``); a
+                                                             ``minixla.debug_nans(...)`` block wins
+jax_debug_infs                                  False        the same for infinite outputs (``debug_infs``)
 =============================================== ============ ==========================================
 
 Which options change generated code (and are therefore part of the persistent cache's key,
@@ -158,6 +163,9 @@ _OPTIONS = [
            env_only=True),
     Option("minixla_dump", None, _path, "directory the compile stages are dumped to", env_only=True),
     Option("minixla_dump_pass_re", None, _path, "regex of the passes after which HLO is dumped", env_only=True),
+    Option("jax_debug_nans", False, _bool, "a NaN output of a jit call reruns it op by op and raises"
+           " FloatingPointError (minixla.debug_nans for a block)"),
+    Option("jax_debug_infs", False, _bool, "the same for infinite outputs (minixla.debug_infs)"),
 ]
 
 
@@ -194,7 +202,7 @@ class Config:
             raise ValueError(f"environment variable {opt.env}={text!r}: {e}") from None
 
     def __getattr__(self, name):
-        if name.startswith("minixla_"):
+        if name.startswith(("minixla_", "jax_")):
             try:
                 return self.read(name)
             except ValueError as e:

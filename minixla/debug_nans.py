@@ -1,9 +1,9 @@
 """``debug_nans`` / ``debug_infs`` (JAX's ``jax.debug_nans``, ``jax.debug_infs`` context
-managers, the ``jax_debug_nans``/``jax_debug_infs`` options): while on, a ``minixla.jit`` call
-whose float output holds a NaN (an inf) runs its jaxpr again op by op, eagerly, and raises
-``FloatingPointError`` naming the first primitive whose output holds one -- JAX's
-"de-optimized" rerun. Call-like equations (``jit``, ``custom_jvp_call``, ...) are entered, so
-the primitive named is the one inside. Off by default: the check costs a pass over the outputs.
+managers; the ``jax_debug_nans``/``jax_debug_infs`` options of ``minixla.config``, which a
+block overrides): while on, a ``minixla.jit`` call whose float output holds a NaN (an inf)
+runs its jaxpr again op by op, eagerly, and raises ``FloatingPointError`` naming the first
+primitive whose output holds one -- JAX's "de-optimized" rerun. Call-like equations (``jit``,
+``custom_jvp_call``, ...) are entered, so the primitive named is the one inside. Off by default: the check costs a pass over the outputs.
 """
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ __all__ = ["debug_nans", "debug_infs"]
 
 
 class _State(threading.local):
-    nans = 0
-    infs = 0
+    nans = None  # None: not set by a context manager (the config option decides)
+    infs = None
 
 
 _state = _State()
@@ -48,8 +48,21 @@ def debug_infs(enabled=True):
     return _Flag("infs", enabled)
 
 
+_from_config = [-1, False, False]  # (config generation, jax_debug_nans, jax_debug_infs)
+
+
+def _flags():
+    """(nans, infs): an enclosing context manager's setting, else the ``jax_debug_nans`` /
+    ``jax_debug_infs`` config options (read again only after a config change)."""
+    from minixla.config import config
+    if _from_config[0] != config.generation:
+        _from_config[:] = [config.generation, config.read("jax_debug_nans"), config.read("jax_debug_infs")]
+    return (bool(_from_config[1] if _state.nans is None else _state.nans),
+            bool(_from_config[2] if _state.infs is None else _state.infs))
+
+
 def active() -> bool:
-    return bool(_state.nans or _state.infs)
+    return any(_flags())
 
 
 def _bad(x):
@@ -57,9 +70,10 @@ def _bad(x):
     if x.dtype.kind != "f" and x.dtype.name != "bfloat16":
         return None
     x = x.astype(np.float32) if x.dtype.name == "bfloat16" else x
-    if _state.nans and np.isnan(x).any():
+    nans, infs = _flags()
+    if nans and np.isnan(x).any():
         return "nan"
-    if _state.infs and np.isinf(x).any():
+    if infs and np.isinf(x).any():
         return "inf"
     return None
 

@@ -132,3 +132,25 @@ def test_debug_nans_names_the_primitive(backend):
     assert np.isnan(mf(np.float32(-1)))  # (off again outside the block)
     with mx.debug_infs(), pytest.raises(FloatingPointError, match=r"invalid value \(inf\) encountered in div"):
         mx.jit(lambda x: 1.0 / x + 1, backend=backend)(np.float32(0))
+
+
+def test_debug_nans_config_option_as_jaxs():
+    # JAX's global flag: config.update("jax_debug_nans", True); a debug_nans(False) block turns it off
+    f = lambda np_: lambda x: np_.sqrt(x) + 1  # noqa: E731
+    mf = mx.jit(f(mnp))
+    jax.config.update("jax_debug_nans", True)
+    try:
+        with pytest.raises(FloatingPointError) as want:
+            jax.jit(f(jnp))(np.float32(-1))
+        with jax.debug_nans(False):
+            assert np.isnan(jax.jit(f(jnp))(np.float32(-1)))
+    finally:
+        jax.config.update("jax_debug_nans", False)
+    with mx.config.override(jax_debug_nans=True):
+        assert mx.config.jax_debug_nans is True
+        with pytest.raises(FloatingPointError) as got:
+            mf(np.float32(-1))
+        with mx.debug_nans(False):
+            assert np.isnan(mf(np.float32(-1)))
+    assert str(got.value) == str(want.value)
+    assert np.isnan(mf(np.float32(-1))) and mx.config.jax_debug_nans is False

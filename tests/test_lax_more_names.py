@@ -147,6 +147,20 @@ def test_structural_errors():
         lax.dtype([1, 2])
 
 
+@pytest.mark.parametrize("ops", [[np.float32(2), 1], [np.float32(2), np.float32(2), np.int32(1)],
+                                 [np.float32(2), np.float16(1)]])
+def test_stack_dtype_mismatch_error_is_jaxs(ops):
+    # lax.stack does not promote: JAX's TypeError text listing every operand's dtype (a weak
+    # Python float joins f32 as JAX; a Python int does not)
+    with pytest.raises(TypeError) as ref:
+        jax.lax.stack(ops)
+    for f in (lax.stack, mx.jit(lax.stack)):
+        with pytest.raises(TypeError) as got:
+            f(ops)
+        assert str(ref.value) in str(got.value).splitlines()[0]  # minixla prefixes "stack: "
+    _same(mx.jit(lax.stack)([np.float32(2), 1.0]), jax.lax.stack([np.float32(2), 1.0]))
+
+
 _IMG = np.random.default_rng(0).normal(size=(2, 3, 6, 5)).astype(np.float32)
 _K = np.random.default_rng(1).normal(size=(4, 3, 3, 2)).astype(np.float32)
 _NHWC = np.transpose(_IMG, (0, 2, 3, 1))

@@ -195,6 +195,19 @@ def test_einsum_ellipsis_that_does_not_broadcast_is_a_shape_error():
     with pytest.raises(NotImplementedError, match="'out' argument"):
         mnp.einsum("ij->ji", X[0], out=X[0].T)
 
+
+@pytest.mark.parametrize("spec,shapes", [("ij,jk->ik", [(2, 3, 4), (4, 5)]), ("ij", [(3,)]),
+                                         ("...ijk,jk", [(2, 3), (2, 3)])])
+def test_einsum_rank_mismatch_error_is_jaxs(spec, shapes):
+    # a subscript with the wrong number of indices: JAX's ValueError text (was minixla's own)
+    ops = [np.ones(s, f32) for s in shapes]
+    with pytest.raises(ValueError) as ref:
+        jnp.einsum(spec, *ops)
+    for f in (lambda *a: mnp.einsum(spec, *a), minixla.jit(lambda *a: mnp.einsum(spec, *a))):
+        with pytest.raises(ValueError) as got:
+            f(*ops)
+        assert str(ref.value) in str(got.value).splitlines()[0]  # minixla prefixes "einsum: "
+
 def test_basic_indexing(backend):
     check(lambda np_, a: (a[1], a[-1], a[7], a[-9, 2], a[-1, ::-2], a[..., 1], a[:, None, 1:3], a[::-1, 2:0:-1, ::3],
                           a[None], a[..., None], a[1, ...], a[:, -3:], a[5:], a[:, ::-1], a[0, 0, 0]),

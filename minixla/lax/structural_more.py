@@ -51,7 +51,7 @@ def stack(operands, axis=0):
     """``operands`` (one shape and dtype) joined along a new dimension at ``axis``
     (``jax.lax.stack``): shape ``shape[:axis] + (n,) + shape[axis:]``. ``ShapeError``
     (``ValueError``) for differing shapes or ranks and an axis out of ``[-ndim-1, ndim]``;
-    ``IndexError`` for no operands, as JAX."""
+    ``DTypeError`` (``TypeError``) for differing dtypes; ``IndexError`` for no operands, as JAX."""
     operands = list(operands)
     if not operands:
         raise IndexError("lax.stack needs at least one operand")
@@ -61,6 +61,10 @@ def stack(operands, axis=0):
                                 + ", ".join(map(str, shapes)) + ".")
     if len(set(shapes)) > 1:
         raise errors.ShapeError("All input arrays must have the same shape. Got " + ", ".join(map(str, shapes)) + ".")
+    dtypes = [np.dtype(get_aval(x).dtype) for x in operands]
+    if len(set(dtypes)) > 1:
+        raise errors.DTypeError("lax.stack requires arguments to have the same dtypes, got "
+                                + ", ".join(d.name for d in dtypes) + ".")
     shape = shapes[0]
     axis = _axis(axis, len(shape) + 1)
     new = shape[:axis] + (1,) + shape[axis:]

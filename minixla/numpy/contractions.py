@@ -147,10 +147,11 @@ def einsum(subscripts, /, *operands, out=None, optimize="auto", precision=None,
     if len(ins) != len(operands):
         raise errors.ShapeError(f"einsum: {len(ins)} subscripts for {len(operands)} operands{_where_line()}")
     sizes = {}
-    for spec, op in zip(ins, operands):
+    for i, (spec, op) in enumerate(zip(ins, operands)):
         shape = get_aval(op).shape
         if len(spec) != len(shape):
-            raise errors.ShapeError(f"einsum: subscript '{spec}' does not match operand shape {shape}{_where_line()}")
+            raise errors.ShapeError(f"Einstein sum subscript '{spec}' does not contain the correct number "
+                                    f"of indices for operand {i}.{_where_line()}")
         for c, d in zip(spec, shape):
             if sizes.setdefault(c, d) != d:
                 raise errors.ShapeError(f"einsum: index '{c}' has sizes {sizes[c]} and {d}{_where_line()}")
@@ -234,8 +235,7 @@ def _einsum_ellipsis(subscripts, operands):
         ndim = get_aval(op).ndim
         k = ndim - (len(spec) - 3) if "..." in spec else 0
         if k < 0:
-            raise errors.ShapeError(f"einsum: subscript '{spec}' does not match operand shape "
-                                    f"{get_aval(op).shape}{_where_line()}")
+            raise errors.ShapeError(f"Ellipses lengths do not match.{_where_line()}")
         ranks.append(k)
     n = builtins.max(ranks)
     ell = "".join(fresh[:n])
