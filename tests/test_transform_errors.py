@@ -1,5 +1,6 @@
 """Misused transformations and JAX functions inside them: minixla errors (subclasses of the
 builtin JAX raises) with JAX's message and the user's line (fresh-user findings)."""
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -56,3 +57,14 @@ def test_vmap_of_a_mapped_non_array_is_jaxs_type_error_and_an_unmapped_one_passe
         minixla.vmap(lambda x, s: x)(a, "s")
     assert str(got.value).startswith(str(want.value)) and "test_transform_errors.py" in str(got.value)
     np.testing.assert_array_equal(minixla.vmap(lambda x, s: x * len(s), in_axes=(0, None))(a, "ss"), a * 2)
+
+
+def test_checkpoint_of_a_non_array_argument_raises_jaxs_type_error_eagerly_too():
+    # (a new user: eager checkpoint ran silently; JAX raises TypeError outside jit too)
+    x = np.ones(2, np.float32)
+    with pytest.raises(TypeError) as want:
+        jax.checkpoint(lambda a, s: a * 2)(x, "s")
+    with pytest.raises(TypeError) as got:
+        minixla.checkpoint(lambda a, s: a * 2)(x, "s")
+    assert str(want.value) in str(got.value)
+    np.testing.assert_array_equal(minixla.checkpoint(lambda a, s: a * len(s), static_argnums=1)(x, "ss"), x * 2)

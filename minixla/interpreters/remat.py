@@ -31,6 +31,7 @@ import itertools
 from jax import tree_util
 
 from minixla import lax as L
+from minixla.core import errors
 from minixla.core.avals import get_aval
 from minixla.core.jaxpr import ClosedJaxpr, Jaxpr, Literal
 from minixla.core.primitive import Primitive, impl_rules, shape_rules
@@ -120,6 +121,12 @@ def checkpoint(fun, *, prevent_cse=True, policy=None, static_argnums=()):
         nums = {i % n for i in static if -n <= i < n}
         dyn = (tuple(a for i, a in enumerate(args) if i not in nums), kwargs)
         flat, in_tree = tree_util.tree_flatten(dyn)
+        for x in flat:  # (JAX's TypeError, eagerly too: a non-static argument must be an array)
+            try:
+                get_aval(x)
+            except errors.MinixlaError:
+                raise errors.TransformTypeError(f"Argument '{x}' of type {type(x)} is not a valid JAX type"
+                                                f"\n  at: {errors.user_source_line()}") from None
         if not calls.tracing_active(flat):
             return fun(*args, **kwargs)
         store = []
