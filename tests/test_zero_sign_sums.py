@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import minixla
+import minixla.numpy  # noqa: F401
 
 
 @pytest.mark.parametrize("backend", ["llvm", "jax"])
@@ -29,3 +30,13 @@ def test_dot_of_minus_zero_products_keeps_xlas_sign(backend, dtype):
         assert g.dtype == w.dtype and g.shape == w.shape
         np.testing.assert_array_equal(np.signbit(g), np.signbit(w), err_msg=f"output {k}")
         np.testing.assert_array_equal(g, w)
+
+
+@pytest.mark.parametrize("backend", ["llvm", "jax"])
+def test_empty_contraction_is_plus_zero_in_every_column(backend):
+    # (grad fuzzer seed 10031: a one-row x @ W with K = 0 gave -0.0 in the epilogue's columns)
+    for xs, ws in [((0,), (0, 2)), ((0,), (0, 9)), ((1, 0), (0, 9)), ((3, 0), (0, 9))]:
+        x, w = np.zeros(xs, np.float32), np.zeros(ws, np.float32)
+        want = np.asarray(jax.jit(jnp.dot)(x, w))
+        got = np.asarray(minixla.jit(minixla.numpy.dot, backend=backend)(x, w))
+        np.testing.assert_array_equal(np.signbit(got), np.signbit(want), err_msg=str((xs, ws)))

@@ -596,11 +596,13 @@ def gemv_tail_starts_at_minus_zero(dot, M, N) -> bool:
     """Whether ``dot`` is what XLA:CPU emits as a (column-major) matrix-vector product with a
     scalar epilogue: one lhs row (``M == 1``, batched or not) times a rhs whose free dims are its
     minor ones (``x @ W``), a float dtype, more than one column and a partial last tile. There a sum of only -0.0 products is -0.0 in the epilogue's
-    columns and +0.0 in the tiled ones (the tiles start from +0.0, as the GEMM does)."""
+    columns and +0.0 in the tiled ones (the tiles start from +0.0, as the GEMM does). Not for
+    an empty contraction (K = 0): no product, so +0.0 everywhere, as XLA's (grad fuzzer seed 10031)."""
     lhs, rhs = dot.operands
     lb, lc, lf, rb, rc, rf = dot_parts(dot)
     rank = rhs.shape.rank
     return (M == 1 and N > 1 and N % gemv_tile(dot.shape.dtype) != 0
+            and math.prod(lhs.shape.dims[d] for d in lc) > 0
             and T.is_float(np.dtype(dot.shape.dtype))
             and tuple(rf) == tuple(range(rank - len(rf), rank)) and max(rc) < min(rf))
 
